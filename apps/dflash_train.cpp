@@ -1,0 +1,6 @@
+// dflash-train: the trainer's command line (filled in by the trainer issue).
+#include <cstdio>
+int main() {
+  std::puts("dflash-train: not built yet");
+  return 1;
+}

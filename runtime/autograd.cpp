@@ -1,0 +1,104 @@
+// The tape's backward pass: reverse order, gradients accumulated, activations freed as soon as
+// their node has run.
+#include "runtime/autograd.h"
+
+#include "runtime/context.h"
+#include "runtime/ops.h"
+
+namespace dflash {
+
+Tensor NodeGrads::out(size_t i) const {
+  DF_CHECK(i < node_.outputs.size(), "node '" << node_.op << "' asked for the gradient of output " << i
+                                              << " of " << node_.outputs.size());
+  auto it = grads_.find(node_.outputs[i]);
+  return it == grads_.end() ? Tensor() : it->second;
+}
+
+Tensor NodeGrads::in(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.is_leaf()) {
+    DF_CHECK(t.grad().defined(), "leaf " << t.describe() << " requires grad but has no gradient buffer");
+    return t.grad();
+  }
+  auto it = grads_.find(t.id());
+  if (it != grads_.end()) return it->second;
+  Tensor g = Tensor::zeros(t.shape(), grad_dtype(t));
+  grads_.emplace(t.id(), g);
+  return g;
+}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!Context::current().grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void record_node(const char* op, std::initializer_list<Tensor*> outputs, std::function<void(NodeGrads&)> backward) {
+  Context& ctx = Context::current();
+  Node n;
+  n.op = op;
+  for (Tensor* t : outputs) {
+    TensorImpl& impl = t->impl();
+    impl.requires_grad = true;
+    impl.is_leaf = false;
+    impl.generation = ctx.tape().generation();
+    n.outputs.push_back(impl.id);
+  }
+  n.backward = std::move(backward);
+  ctx.tape().push(std::move(n));
+}
+
+DType grad_dtype(const Tensor& t) { return t.is_leaf() ? DType::f32 : t.dtype(); }
+
+void backward(const Tensor& loss) {
+  Context& ctx = Context::current();
+  OpScope scope("backward");
+  DF_CHECK(loss.defined(), "backward: the loss is undefined");
+  DF_CHECK(loss.numel() == 1, "backward: the loss is " << loss.describe()
+                                                       << "; backward starts from a one-element tensor (reduce it first)");
+  DF_CHECK(loss.requires_grad() && !loss.is_leaf(),
+           "backward: " << loss.describe() << " does not require grad: every input was frozen or it was "
+                        << "computed under NoGrad, so there is nothing to differentiate");
+  DF_CHECK(loss.impl().generation == ctx.tape().generation() && ctx.tape().size() > 0,
+           "backward called twice without a new forward: the first call consumed the tape that made "
+               << loss.describe() << ". Run the forward again before the next backward");
+  Tensor seed = Tensor::empty(loss.shape(), grad_dtype(loss));
+  ops::fill_(seed, 1.0f);
+  run_backward({loss}, {seed});
+}
+
+void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
+                  const std::unordered_map<uint64_t, Tensor>& preset) {
+  Context& ctx = Context::current();
+  Tape& tape = ctx.tape();
+  DF_CHECK(outputs.size() == grads.size(), "run_backward: " << outputs.size() << " outputs but "
+                                                            << grads.size() << " gradients");
+  std::unordered_map<uint64_t, Tensor> g = preset;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!grads[i].defined() || !outputs[i].requires_grad()) continue;
+    DF_CHECK(grads[i].shape() == outputs[i].shape(), "run_backward: gradient " << grads[i].describe()
+                                                                               << " for " << outputs[i].describe());
+    g[outputs[i].id()] = grads[i];
+  }
+  NoGrad no_grad;
+  auto& nodes = tape.nodes_;
+  while (!nodes.empty()) {
+    Node& n = nodes.back();
+    bool reached = false;
+    for (uint64_t id : n.outputs) reached = reached || g.count(id);
+    if (reached) {
+      OpScope scope(n.op);
+      NodeGrads ng(g, n);
+      n.backward(ng);
+      for (uint64_t id : n.outputs) g.erase(id);
+    }
+    nodes.pop_back();  // frees what the node saved for backward
+  }
+  tape.clear();
+}
+
+NoGrad::NoGrad() : previous_(Context::current().grad_enabled()) { Context::current().set_grad_enabled(false); }
+NoGrad::~NoGrad() { Context::current().set_grad_enabled(previous_); }
+
+}  // namespace dflash

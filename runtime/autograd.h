@@ -1,0 +1,81 @@
+// Autograd: a tape of nodes in forward order; backward runs them in reverse. Gradients
+// accumulate (+=) into each leaf's gradient buffer. Frozen tensors and no-grad scopes record
+// nothing. A tape is consumed by backward: a second backward needs a new forward.
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace dflash {
+
+class NodeGrads;
+
+struct Node {
+  const char* op = "";
+  std::vector<uint64_t> outputs;  // ids of the tensors this node produced
+  std::function<void(NodeGrads&)> backward;
+};
+
+class Tape {
+ public:
+  void push(Node node) { nodes_.push_back(std::move(node)); }
+  size_t size() const { return nodes_.size(); }
+  uint64_t generation() const { return generation_; }
+  // Drops all nodes (and the activations they hold) and starts a new generation.
+  void clear() {
+    nodes_.clear();
+    ++generation_;
+  }
+
+ private:
+  friend void run_backward(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                           const std::unordered_map<uint64_t, Tensor>&);
+  std::vector<Node> nodes_;
+  uint64_t generation_ = 1;
+};
+
+// What a node's backward sees: the gradients flowing into its outputs, and the buffers its
+// inputs' gradients accumulate into.
+class NodeGrads {
+ public:
+  NodeGrads(std::unordered_map<uint64_t, Tensor>& grads, const Node& node) : grads_(grads), node_(node) {}
+  // The gradient of output i; undefined when no gradient reached it.
+  Tensor out(size_t i) const;
+  // The buffer t's gradient accumulates into (+=): a leaf's own gradient buffer, or a
+  // zero-filled temporary made on first use. Undefined when t needs no gradient.
+  Tensor in(const Tensor& t);
+
+ private:
+  std::unordered_map<uint64_t, Tensor>& grads_;
+  const Node& node_;
+};
+
+// True when grad mode is on and any of the tensors requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+// Records a node; marks its outputs as requiring grad in this tape generation.
+void record_node(const char* op, std::initializer_list<Tensor*> outputs, std::function<void(NodeGrads&)> backward);
+// The gradient dtype of t: f32 for leaves (master gradients), t's own dtype otherwise.
+DType grad_dtype(const Tensor& t);
+
+// d(loss)/d(leaf) for every leaf that requires grad, accumulated into their gradient buffers.
+// loss must be a one-element tensor produced in the current tape generation.
+void backward(const Tensor& loss);
+// Backward from several outputs with given gradients; `preset` maps tensor ids to gradient
+// buffers to accumulate into instead of fresh ones (used by recompute checkpointing).
+void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
+                  const std::unordered_map<uint64_t, Tensor>& preset = {});
+
+// Within this scope nothing is recorded on the tape.
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+
+ private:
+  bool previous_;
+};
+
+}  // namespace dflash

@@ -1,0 +1,260 @@
+// Context: modes, allocation routing, kernel submission and the recording lifecycle.
+#include "runtime/context.h"
+
+#include "runtime/autograd.h"
+#include "runtime/error.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace dflash {
+
+namespace {
+thread_local Context* t_current = nullptr;
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::eager: return "eager";
+    case Mode::plan: return "plan";
+    case Mode::record: return "record";
+  }
+  return "?";
+}
+}  // namespace
+
+#ifdef DFLASH_CUDA
+void* cuda_raw_alloc(int index, size_t bytes) { return cuda_backend::alloc(index, bytes); }
+void cuda_raw_free(int index, void* p) { cuda_backend::free(index, p); }
+void* raw_alloc_pinned(size_t bytes) {
+  count_alloc_host();
+  return cuda_backend::alloc_pinned(bytes);
+}
+void raw_free_pinned(void* p) { cuda_backend::free_pinned(p); }
+#endif
+
+Context::Context(Device device, int rank) : device_(device), rank_(rank) {
+  own_tape_ = std::make_unique<Tape>();
+  tape_ = own_tape_.get();
+  if (device.is_cuda()) {
+#ifdef DFLASH_CUDA
+    cuda_backend::set_device(device.index);
+    cuda_stream_ = cuda_backend::create_stream(device.index);
+    cublas_workspace_bytes_ = kCublasWorkspaceBytes;
+    cublas_workspace_ = raw_alloc(device, cublas_workspace_bytes_);
+    persistent_bytes_ += cublas_workspace_bytes_;
+    cublas_ = cuda_backend::create_cublas(cuda_stream_, cublas_workspace_, cublas_workspace_bytes_);
+#else
+    DF_FAIL("Context on " << device.str() << ": this build has no CUDA backend; "
+                          << "rebuild on a host where nvcc is found, or set runtime.devices = \"cpu\"");
+#endif
+  }
+}
+
+Context::~Context() {
+#ifdef DFLASH_CUDA
+  if (device_.is_cuda()) {
+    cuda_backend::set_device(device_.index);
+    cuda_backend::synchronize(cuda_stream_);
+    if (cublas_) cuda_backend::destroy_cublas(cublas_);
+    raw_free(device_, cublas_workspace_);
+    raw_free(device_, arena_);
+    cuda_backend::destroy_stream(cuda_stream_);
+    return;
+  }
+#endif
+  raw_free(device_, arena_);
+}
+
+Context& Context::current() {
+  DF_CHECK(t_current, "no runtime context on this thread: create a dflash::Context and hold a "
+                      "ContextScope for it before running ops");
+  return *t_current;
+}
+Context* Context::current_or_null() { return t_current; }
+
+ContextScope::ContextScope(Context& ctx) : previous_(t_current) {
+  t_current = &ctx;
+#ifdef DFLASH_CUDA
+  if (ctx.device().is_cuda()) cuda_backend::set_device(ctx.device().index);
+#endif
+}
+ContextScope::~ContextScope() { t_current = previous_; }
+
+void Context::refuse_sealed(const char* what, size_t bytes) const {
+  DF_FAIL(what << " of " << bytes << " bytes by op '" << op() << "' on " << device_.str()
+               << " after the runtime was sealed: buckets are fixed at startup and workers only replay. "
+               << "Add the shape you need as a [[buckets]] entry in the config and restart.");
+}
+
+std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
+  auto s = std::make_shared<Storage>();
+  s->bytes = bytes;
+  s->device = device_;
+  if (mode_ == Mode::eager) {
+    if (sealed_) refuse_sealed("allocation", bytes);
+    if (device_.is_cpu()) {
+      s->data = raw_alloc(device_, bytes);
+      s->release = [](Storage& st) { raw_free(st.device, st.data); };
+    } else {
+#ifdef DFLASH_CUDA
+      count_alloc_device();
+      void* stream = cuda_stream_;
+      s->data = cuda_backend::alloc_async(align_up(bytes ? bytes : 1), stream);
+      s->release = [stream](Storage& st) { cuda_backend::free_async(st.data, stream); };
+#endif
+    }
+    return s;
+  }
+  if (sealed_) refuse_sealed("arena allocation", bytes);
+  size_t offset = planner_.allocate(bytes);
+  if (mode_ == Mode::record) {
+    DF_CHECK(offset + align_up(bytes ? bytes : 1) <= arena_capacity_,
+             "recording '" << program_ << "': op '" << op() << "' needs arena bytes up to "
+                           << offset + bytes << " but the arena holds " << arena_capacity_
+                           << "; the planning pass and the recording pass diverged (a runtime bug: "
+                              "model code must not branch on data or timing while recording)");
+    s->data = static_cast<char*>(arena_) + offset;
+  } else {
+    // Planning: a placeholder address that is never dereferenced, with the right alignment.
+    s->data = reinterpret_cast<void*>(uintptr_t(kAlignment) + offset);
+  }
+  s->in_arena = true;
+  uint64_t epoch = epoch_;
+  size_t aligned = align_up(bytes ? bytes : 1);
+  s->release = [this, offset, aligned, epoch](Storage&) {
+    if (epoch_ == epoch) planner_.release(offset, aligned);
+  };
+  return s;
+}
+
+std::shared_ptr<Storage> Context::allocate_persistent(size_t bytes, bool host) {
+  if (sealed_) refuse_sealed("persistent allocation", bytes);
+  DF_CHECK(mode_ == Mode::eager,
+           "op '" << op() << "' asked for a persistent buffer of " << bytes << " bytes while recording '"
+                  << program_ << "': create parameters, optimizer state and static inputs/outputs "
+                  << "before recording, and only use them inside it");
+  auto s = std::make_shared<Storage>();
+  s->bytes = bytes;
+  if (host && device_.is_cuda()) {
+    s->device = Device::cpu();
+    s->data = raw_alloc_pinned(bytes);
+    s->release = [](Storage& st) { raw_free_pinned(st.data); };
+  } else {
+    s->device = host ? Device::cpu() : device_;
+    s->data = raw_alloc(s->device, bytes);
+    s->release = [](Storage& st) { raw_free(st.device, st.data); };
+  }
+  persistent_bytes_ += align_up(bytes ? bytes : 1);
+  return s;
+}
+
+void Context::reserve_arena(size_t bytes) {
+  DF_CHECK(!sealed_, "reserve_arena after seal: buckets are fixed at startup");
+  DF_CHECK(mode_ == Mode::eager, "reserve_arena while recording '" << program_ << "'");
+  bytes = align_up(bytes);
+  if (bytes <= arena_capacity_) return;
+#ifdef DFLASH_CUDA
+  if (device_.is_cuda()) cuda_backend::synchronize(cuda_stream_);
+#endif
+  raw_free(device_, arena_);
+  arena_ = nullptr;
+  arena_capacity_ = 0;
+  arena_ = raw_alloc(device_, bytes);
+  arena_capacity_ = bytes;
+}
+
+void Context::launch(KernelCall call) {
+  DF_CHECK(device_.is_cpu(), "op '" << op() << "' submitted a CPU kernel call to " << device_.str()
+                                    << " (a runtime bug: the op must dispatch on the device)");
+  switch (mode_) {
+    case Mode::eager:
+      call();
+      break;
+    case Mode::plan:
+      ++kernels_;
+      break;
+    case Mode::record:
+      ++kernels_;
+      sink_->push_back(std::move(call));
+      break;
+  }
+}
+
+void* Context::cuda_stream_for_launch() {
+  DF_CHECK(device_.is_cuda(), "op '" << op() << "' asked for a CUDA stream on " << device_.str()
+                                     << " (a runtime bug: the op must dispatch on the device)");
+  if (mode_ != Mode::eager) ++kernels_;
+  return mode_ == Mode::plan ? nullptr : cuda_stream_;
+}
+
+void Context::begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink) {
+  if (sealed_)
+    DF_FAIL("recording of program '" << program << "' requested after the runtime was sealed: buckets are "
+                                     << "fixed at startup; add a [[buckets]] entry to the config and restart");
+  DF_CHECK(mode_ == Mode::eager, "begin(" << mode_name(mode) << ", '" << program << "') while already in "
+                                          << mode_name(mode_) << " mode for '" << program_ << "'");
+  DF_CHECK(mode != Mode::eager, "begin: mode must be plan or record");
+  DF_CHECK(mode != Mode::record || device_.is_cuda() || cpu_sink,
+           "begin(record) on the CPU needs a sink for the kernel calls");
+  mode_ = mode;
+  program_ = program;
+  sink_ = cpu_sink;
+  kernels_ = 0;
+  ++epoch_;
+  planner_.reset();
+#ifdef DFLASH_CUDA
+  if (mode == Mode::record && device_.is_cuda()) cuda_backend::begin_capture(cuda_stream_);
+#endif
+}
+
+RecordingResult Context::end() {
+  DF_CHECK(mode_ != Mode::eager, "end() without begin()");
+  RecordingResult r;
+  r.kernels = kernels_;
+  r.peak_bytes = planner_.peak();
+#ifdef DFLASH_CUDA
+  if (mode_ == Mode::record && device_.is_cuda()) r.cuda_graph_exec = cuda_backend::end_capture_and_instantiate(cuda_stream_);
+#endif
+  size_t live = planner_.live_blocks(), live_bytes = planner_.live_bytes();
+  std::string program = program_;
+  mode_ = Mode::eager;
+  sink_ = nullptr;
+  ++epoch_;
+  planner_.reset();
+  if (live) {
+#ifdef DFLASH_CUDA
+    if (r.cuda_graph_exec) cuda_backend::graph_destroy(r.cuda_graph_exec);
+#endif
+    DF_FAIL("program '" << program << "': " << live << " temporary tensor(s) (" << live_bytes
+                        << " bytes) outlived the recording; a program's temporaries must die inside it. "
+                        << "Keep results in persistent tensors (static outputs) instead");
+  }
+  return r;
+}
+
+void Context::abort_recording() noexcept {
+  if (mode_ == Mode::eager) return;
+#ifdef DFLASH_CUDA
+  if (mode_ == Mode::record && device_.is_cuda()) {
+    try {
+      void* exec = cuda_backend::end_capture_and_instantiate(cuda_stream_);
+      if (exec) cuda_backend::graph_destroy(exec);
+    } catch (...) {
+    }
+  }
+#endif
+  mode_ = Mode::eager;
+  sink_ = nullptr;
+  ++epoch_;
+  planner_.reset();
+  tape_->clear();
+}
+
+void Context::synchronize() {
+#ifdef DFLASH_CUDA
+  if (device_.is_cuda()) cuda_backend::synchronize(cuda_stream_);
+#endif
+}
+
+}  // namespace dflash

@@ -1,0 +1,149 @@
+// The per-worker execution context: one device, its stream, its allocators (heap, arena,
+// persistent), the autograd tape and the mode (eager, plan, record) that decides what a kernel
+// call does. Each worker thread owns one; ops find it through Context::current().
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+
+namespace dflash {
+
+class Tape;
+
+// eager: kernel calls run now and temporaries come from the heap.
+// plan: kernel calls are dropped and temporaries are only placed, to find a program's peak.
+// record: kernel calls are recorded (CPU: appended as closures; CUDA: stream capture) and
+//         temporaries land in the arena at the offsets the planning pass found.
+enum class Mode { eager, plan, record };
+
+using KernelCall = std::function<void()>;
+
+// What a finished planning or recording pass produced.
+struct RecordingResult {
+  size_t kernels = 0;             // kernel calls recorded (or that would have been)
+  size_t peak_bytes = 0;          // arena bytes the program needs
+  void* cuda_graph_exec = nullptr;  // CUDA record pass: the instantiated graph (owned by the caller)
+};
+
+class Context {
+ public:
+  explicit Context(Device device, int rank = 0);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // The context of the calling thread; set with ContextScope.
+  static Context& current();
+  static Context* current_or_null();
+
+  Device device() const { return device_; }
+  int rank() const { return rank_; }
+  Mode mode() const { return mode_; }
+  bool recording() const { return mode_ != Mode::eager; }
+  bool sealed() const { return sealed_; }
+  const std::string& program() const { return program_; }
+
+  // Memory. Temporaries go to the heap in eager mode and to the arena while planning or
+  // recording; persistent blocks (parameters, gradients, optimizer state, static inputs and
+  // outputs) never live in the arena. host = true gives host memory (pinned on a CUDA device).
+  std::shared_ptr<Storage> allocate_temporary(size_t bytes);
+  std::shared_ptr<Storage> allocate_persistent(size_t bytes, bool host = false);
+  void reserve_arena(size_t bytes);
+  size_t arena_bytes() const { return arena_capacity_; }
+  size_t persistent_bytes() const { return persistent_bytes_; }
+
+  // Kernel submission. CPU: eager runs the call now, record appends it, plan drops it.
+  void launch(KernelCall call);
+  // CUDA: the stream to launch on, or nullptr while planning (then launch nothing).
+  void* cuda_stream_for_launch();
+  void* cuda_stream() const { return cuda_stream_; }
+  void* cublas() const { return cublas_; }
+  void* cublas_workspace() const { return cublas_workspace_; }
+  size_t cublas_workspace_bytes() const { return cublas_workspace_bytes_; }
+
+  // Planning and recording, used by graphs/Program. cpu_sink receives a CPU recording.
+  void begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink = nullptr);
+  RecordingResult end();
+  // Leave a failed recording so the context is usable again; its results are discarded.
+  void abort_recording() noexcept;
+
+  // After startup: any arena allocation, recording or capture is refused.
+  void seal() { sealed_ = true; }
+
+  // Waits for all submitted device work (no-op on the CPU).
+  void synchronize();
+
+  // Autograd state.
+  Tape& tape() { return *tape_; }
+  Tape* swap_tape(Tape* t) {
+    Tape* old = tape_;
+    tape_ = t;
+    return old;
+  }
+  bool grad_enabled() const { return grad_enabled_; }
+  void set_grad_enabled(bool on) { grad_enabled_ = on; }
+
+  // The op being run, for error messages.
+  const char* op() const { return op_ ? op_ : "(no op)"; }
+  const char* swap_op(const char* op) {
+    const char* old = op_;
+    op_ = op;
+    return old;
+  }
+
+ private:
+  friend class ContextScope;
+  [[noreturn]] void refuse_sealed(const char* what, size_t bytes) const;
+
+  Device device_;
+  int rank_;
+  Mode mode_ = Mode::eager;
+  bool sealed_ = false;
+  std::string program_;
+  std::vector<KernelCall>* sink_ = nullptr;
+  size_t kernels_ = 0;
+
+  OffsetPlanner planner_;
+  uint64_t epoch_ = 0;  // bumps at each begin(); blocks of an earlier pass are never returned twice
+  void* arena_ = nullptr;
+  size_t arena_capacity_ = 0;
+  size_t persistent_bytes_ = 0;
+
+  std::unique_ptr<Tape> own_tape_;
+  Tape* tape_ = nullptr;
+  bool grad_enabled_ = true;
+  const char* op_ = nullptr;
+
+  void* cuda_stream_ = nullptr;
+  void* cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  size_t cublas_workspace_bytes_ = 0;
+};
+
+// Makes a context current on this thread for the scope's lifetime.
+class ContextScope {
+ public:
+  explicit ContextScope(Context& ctx);
+  ~ContextScope();
+
+ private:
+  Context* previous_;
+};
+
+// Names the running op in error messages for the scope's lifetime.
+class OpScope {
+ public:
+  explicit OpScope(const char* op) : ctx_(Context::current()), previous_(ctx_.swap_op(op)) {}
+  ~OpScope() { ctx_.swap_op(previous_); }
+
+ private:
+  Context& ctx_;
+  const char* previous_;
+};
+
+}  // namespace dflash

@@ -1,0 +1,152 @@
+// CUDA runtime calls behind plain functions: every return code is checked and named.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "runtime/error.h"
+
+namespace dflash::cuda_backend {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    DF_FAIL(what << " failed: " << cudaGetErrorName(e) << " (" << cudaGetErrorString(e) << ")");
+  }
+}
+}  // namespace
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+void set_device(int index) { check(cudaSetDevice(index), "cudaSetDevice"); }
+
+size_t free_memory(int index) {
+  set_device(index);
+  size_t f = 0, t = 0;
+  check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+  return f;
+}
+
+size_t total_memory(int index) {
+  set_device(index);
+  size_t f = 0, t = 0;
+  check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+  return t;
+}
+
+const char* device_name(int index) {
+  static thread_local cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
+void* create_stream(int index) {
+  set_device(index);
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  return s;
+}
+
+void destroy_stream(void* stream) { cudaStreamDestroy(static_cast<cudaStream_t>(stream)); }
+
+void synchronize(void* stream) { check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize"); }
+
+void* create_cublas(void* stream, void* workspace, size_t workspace_bytes) {
+  cublasHandle_t h;
+  DF_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed");
+  cublasSetStream(h, static_cast<cudaStream_t>(stream));
+  DF_CHECK(cublasSetWorkspace(h, workspace, workspace_bytes) == CUBLAS_STATUS_SUCCESS, "cublasSetWorkspace failed");
+  cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+  return h;
+}
+
+void destroy_cublas(void* handle) { cublasDestroy(static_cast<cublasHandle_t>(handle)); }
+
+void* alloc(int index, size_t bytes) {
+  set_device(index);
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    DF_FAIL("cudaMalloc of " << bytes << " bytes on cuda:" << index << " failed: " << cudaGetErrorString(e)
+                             << "; use smaller buckets or batch, or turn checkpointing on");
+  }
+  return p;
+}
+
+void free(int index, void* p) {
+  if (!p) return;
+  cudaSetDevice(index);
+  cudaFree(p);
+}
+
+void* alloc_async(size_t bytes, void* stream) {
+  void* p = nullptr;
+  check(cudaMallocAsync(&p, bytes ? bytes : 1, static_cast<cudaStream_t>(stream)), "cudaMallocAsync");
+  return p;
+}
+
+void free_async(void* p, void* stream) {
+  if (p) cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
+}
+
+void* alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost");
+  return p;
+}
+
+void free_pinned(void* p) {
+  if (p) cudaFreeHost(p);
+}
+
+void memset_async(void* p, int value, size_t bytes, void* stream) {
+  check(cudaMemsetAsync(p, value, bytes, static_cast<cudaStream_t>(stream)), "cudaMemsetAsync");
+}
+
+void memcpy_async(void* dst, const void* src, size_t bytes, void* stream) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+}
+
+void memcpy_sync(void* dst, const void* src, size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+}
+
+void begin_capture(void* stream) {
+  check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+}
+
+void* end_capture_and_instantiate(void* stream) {
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    DF_FAIL("stream capture failed: " << cudaGetErrorString(e)
+                                      << ". A kernel call inside the recording allocated, synchronised or "
+                                         "touched another stream; everything a program needs must exist before recording");
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(ie, "cudaGraphInstantiate");
+  return exec;
+}
+
+void graph_launch(void* exec, void* stream) {
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), static_cast<cudaStream_t>(stream)), "cudaGraphLaunch");
+}
+
+void graph_destroy(void* exec) {
+  if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
+
+}  // namespace dflash::cuda_backend

@@ -1,0 +1,39 @@
+// The CUDA side of the runtime: streams, memory, cuBLAS handles and graph capture, behind plain
+// functions so that nothing above includes CUDA headers. Defined only in CUDA builds.
+#pragma once
+#include <cstddef>
+
+namespace dflash::cuda_backend {
+
+int device_count();
+void set_device(int index);
+size_t free_memory(int index);
+size_t total_memory(int index);
+const char* device_name(int index);
+
+void* create_stream(int index);
+void destroy_stream(void* stream);
+void synchronize(void* stream);
+
+// cuBLAS with a fixed workspace and math mode, so eager and captured GEMMs pick the same algorithm.
+void* create_cublas(void* stream, void* workspace, size_t workspace_bytes);
+void destroy_cublas(void* handle);
+
+void* alloc(int index, size_t bytes);
+void free(int index, void* p);
+void* alloc_async(size_t bytes, void* stream);
+void free_async(void* p, void* stream);
+void* alloc_pinned(size_t bytes);
+void free_pinned(void* p);
+
+void memset_async(void* p, int value, size_t bytes, void* stream);
+void memcpy_async(void* dst, const void* src, size_t bytes, void* stream);  // any direction
+void memcpy_sync(void* dst, const void* src, size_t bytes);
+
+// Capture in thread-local mode: a cudaMalloc or a synchronisation inside capture is an error.
+void begin_capture(void* stream);
+void* end_capture_and_instantiate(void* stream);  // returns a cudaGraphExec_t
+void graph_launch(void* exec, void* stream);
+void graph_destroy(void* exec);
+
+}  // namespace dflash::cuda_backend

@@ -1,0 +1,68 @@
+// The ops: forward on the context's stream, plus the backward rule recorded on the tape.
+// Every op checks dtypes, shapes and devices and names the fix when they are wrong.
+// Backward kernels accumulate (+=) into their input gradients.
+#pragma once
+#include <cstdint>
+
+#include "runtime/tensor.h"
+
+namespace dflash::ops {
+
+// ---- Primitives (no autograd): kernel calls the runtime itself uses. ----
+void fill_(const Tensor& t, float value);                // every element = value (f32 or bf16)
+void accumulate_(const Tensor& dst, const Tensor& src);  // dst += src; same numel, f32/bf16
+void copy_(const Tensor& dst, const Tensor& src);        // dst = src; same numel and dtype
+
+// ---- Differentiable ops. ----
+// a [M,K] (or [K,M] with trans_a) times b [K,N] (or [N,K] with trans_b) -> [M,N].
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// x [..., in] times weight [out, in]^T -> [..., out] (weights stored like torch Linear).
+Tensor linear(const Tensor& x, const Tensor& weight);
+Tensor add(const Tensor& a, const Tensor& b);  // same shape
+Tensor mul(const Tensor& a, const Tensor& b);  // same shape
+Tensor scale(const Tensor& a, float s);
+// table [V, H] (usually frozen), ids i32 [...] -> [..., H]. An id outside [0, V) is an error
+// caught when the ids are staged, not here; the kernel clamps nothing.
+Tensor embedding(const Tensor& table, const Tensor& ids);
+// x [..., D] normalised over the last dim: x / sqrt(mean(x^2) + eps) * weight[D].
+Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps);
+// Rotate-half RoPE. x [..., heads, hd] with positions i32 holding one position per row of
+// heads (numel(positions) = numel(x) / (heads*hd)); inv_freq f32 [hd/2].
+Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq);
+// silu(gate) * up, same shapes.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+// Concatenation along dim (a and b agree on every other dim).
+Tensor concat(const Tensor& a, const Tensor& b, int dim);
+Tensor sum(const Tensor& x);   // -> [1]
+Tensor mean(const Tensor& x);  // -> [1]
+
+// Fused frozen-lm_head + softmax cross-entropy, computed in chunks of rows so the full logits
+// are never held: scratch is chunk_rows x V floats, reported in scratch_bytes.
+//   h [R, H] f32, weight [V, H] (frozen), labels i32 [R], row_weights f32 [R] (no grad).
+//   loss = sum_r row_weights[r] * CE_r  (one element, differentiable w.r.t. h)
+//   ce [R] f32 and argmax [R] i32 carry no gradient.
+struct LinearCrossEntropy {
+  Tensor loss, ce, argmax;
+  size_t scratch_bytes = 0;
+};
+LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, const Tensor& labels,
+                                        const Tensor& row_weights, int64_t chunk_rows = 1024);
+
+// DFlash block-sparse attention (DFLASH.md, "The attention mask").
+//   q [B, T, nh, hd] with T = N*bs draft queries; k, v [B, S+T, nkv, hd] (context keys first,
+//   then the draft keys); anchors i32 [B, N]; keep i32 [B, N].
+//   Query block a sees context keys j < anchors[b,a] and the bs keys of its own block; with
+//   keep = 0 it sees nothing and its output and gradients are exactly 0. GQA: query head j uses
+//   kv head j / (nh/nkv). Only visible key tiles (key_tile keys each; the own block is one tile)
+//   are visited; tiles_visited (i32 [1]) counts the (query block, key tile) pairs visited.
+struct Attention {
+  Tensor out;            // [B, T, nh, hd]
+  Tensor tiles_visited;  // i32 [1]
+};
+Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
+                           const Tensor& keep, int64_t context_len, int64_t block_size, float scale,
+                           int64_t key_tile = 64);
+// How many key tiles exist for the same call if every one were visited.
+int64_t dflash_attention_all_tiles(int64_t batch, int64_t context_len, int64_t n_blocks, int64_t key_tile);
+
+}  // namespace dflash::ops

@@ -1,0 +1,97 @@
+// matmul and linear: forward GEMM and the two backward GEMMs (dA, dB), accumulating.
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace dflash::ops {
+using namespace detail;
+
+namespace {
+
+// C[M,N] (+)= op(A) op(B) on the context's device. A, B, C are row-major with the given storage
+// shapes; dtypes: f32 on the CPU; on CUDA A/B f32 or bf16 (same), C f32 or bf16.
+void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tensor& B, bool tb, const Tensor& C,
+          float beta) {
+  int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+  if (on_cpu()) {
+    const float* a = f32(A);
+    const float* b = f32(B);
+    float* c = f32(C);
+    ctx().launch([=] { kernels::cpu::gemm_f32(M, N, K, a, lda, ta, b, ldb, tb, c, ldc, 1.0f, beta); });
+    return;
+  }
+#ifdef DFLASH_CUDA
+  if (void* s = ctx().cuda_stream_for_launch()) {
+    kernels::cuda::GemmArgs g{M, N, K, A.raw(), lda, ta, B.raw(), ldb, tb, C.raw(), ldc, 1.0f, beta,
+                              A.dtype() == DType::bf16, C.dtype() == DType::bf16};
+    kernels::cuda::gemm(g, ctx().cublas(), s);
+  }
+#endif
+}
+
+// out = op(a) op(b) with a and b viewed as 2-D; the shared forward and backward of matmul/linear.
+Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bool tb, int64_t M, int64_t K,
+                 int64_t N, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  gemm(M, N, K, a, ta, b, tb, out, 0.0f);
+  if (needs_grad({&a, &b})) {
+    record_node(name, {&out}, [a, b, ta, tb, M, K, N](NodeGrads& g) {
+      Tensor dc = g.out(0);
+      if (Tensor da = g.in(a); da.defined()) {
+        if (!ta) gemm(M, K, N, dc, false, b, !tb, da, 1.0f);   // dA = dC op(B)^T
+        else gemm(K, M, N, b, tb, dc, true, da, 1.0f);          // dA = op(B) dC^T
+      }
+      if (Tensor db = g.in(b); db.defined()) {
+        if (!tb) gemm(K, N, M, a, !ta, dc, false, db, 1.0f);   // dB = op(A)^T dC
+        else gemm(N, K, M, dc, true, a, ta, db, 1.0f);          // dB = dC^T op(A)
+      }
+    });
+  }
+  return out;
+}
+
+void check_float(const char* op, const Tensor& t, const char* role) {
+  if (on_cpu()) check_dtype(op, t, DType::f32, role);
+  else DF_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
+                op << ": " << role << " is " << t.describe() << "; it must be f32 or bf16");
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  OpScope op("matmul");
+  check_same_device("matmul", {&a, &b});
+  check_ndim("matmul", a, 2, "a");
+  check_ndim("matmul", b, 2, "b");
+  check_float("matmul", a, "a");
+  DF_CHECK(a.dtype() == b.dtype(), "matmul: a is " << a.describe() << " and b is " << b.describe()
+                                                   << "; both must have the same dtype");
+  int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
+  int64_t Kb = trans_b ? b.dim(1) : b.dim(0), N = trans_b ? b.dim(0) : b.dim(1);
+  DF_CHECK(K == Kb, "matmul: inner dimensions differ: a " << a.describe() << (trans_a ? " (transposed)" : "")
+                                                          << " has " << K << ", b " << b.describe()
+                                                          << (trans_b ? " (transposed)" : "") << " has " << Kb
+                                                          << "; transpose one operand or fix its shape");
+  return matmul_2d("matmul", a, b, trans_a, trans_b, M, K, N, Shape{M, N});
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight) {
+  OpScope op("linear");
+  check_same_device("linear", {&x, &weight});
+  check_ndim("linear", weight, 2, "weight");
+  check_float("linear", x, "x");
+  DF_CHECK(x.dtype() == weight.dtype(), "linear: x is " << x.describe() << " and weight is " << weight.describe()
+                                                        << "; both must have the same dtype");
+  DF_CHECK(x.ndim() >= 1 && x.shape().last() == weight.dim(1),
+           "linear: x " << x.describe() << " has " << x.shape().last() << " features but weight "
+                        << weight.describe() << " expects " << weight.dim(1)
+                        << " (weights are [out, in] like torch Linear)");
+  int64_t rows = x.shape().rows(), in = weight.dim(1), out = weight.dim(0);
+  Shape out_shape = x.shape();
+  out_shape.d[out_shape.ndim - 1] = out;
+  return matmul_2d("linear", x, weight, false, true, rows, in, out, out_shape);
+}
+
+}  // namespace dflash::ops

@@ -1,0 +1,86 @@
+// Autograd semantics: reverse order, += accumulation, frozen tensors, no-grad scopes and the
+// backward-twice error.
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+TEST_SUITE("autograd") {
+  TEST_CASE("gradients accumulate into leaf buffers across backward calls") {
+    CpuRuntime rt;
+    Tensor w = param({3, 2}, 1);
+    Tensor x = randn({4, 2}, 2);
+    auto loss = [&] { return ops::sum(ops::linear(x, w)); };
+    backward(loss());
+    std::vector<float> once = w.grad().to_floats();
+    backward(loss());
+    std::vector<float> twice = w.grad().to_floats();
+    for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == doctest::Approx(2 * once[i]));
+    // d sum(x W^T) / dW[o, i] = sum over rows of x[:, i].
+    std::vector<float> xv = x.to_floats();
+    for (int o = 0; o < 3; ++o)
+      for (int i = 0; i < 2; ++i) {
+        double s = 0;
+        for (int r = 0; r < 4; ++r) s += xv[size_t(r * 2 + i)];
+        CHECK(once[size_t(o * 2 + i)] == doctest::Approx(s).epsilon(1e-5));
+      }
+  }
+
+  TEST_CASE("frozen tensors and no-grad scopes record nothing") {
+    CpuRuntime rt;
+    Tensor frozen = randn({3, 2}, 1);
+    Tensor x = randn({4, 2}, 2);
+    size_t before = rt.ctx.tape().size();
+    Tensor y = ops::linear(x, frozen);
+    CHECK_FALSE(y.requires_grad());
+    CHECK(rt.ctx.tape().size() == before);
+    Tensor w = param({3, 2}, 3);
+    {
+      NoGrad ng;
+      Tensor z = ops::linear(x, w);
+      CHECK_FALSE(z.requires_grad());
+    }
+    CHECK(rt.ctx.tape().size() == before);
+    Tensor z = ops::linear(x, w);
+    CHECK(z.requires_grad());
+    CHECK(rt.ctx.tape().size() == before + 1);
+  }
+
+  TEST_CASE("backward twice without a new forward is an error") {
+    CpuRuntime rt;
+    Tensor w = param({3, 2}, 1);
+    Tensor x = randn({4, 2}, 2);
+    Tensor loss = ops::sum(ops::linear(x, w));
+    backward(loss);
+    CHECK_THROWS_WITH_AS(backward(loss), doctest::Contains("backward called twice without a new forward"), Error);
+    Tensor again = ops::sum(ops::linear(x, w));
+    CHECK_NOTHROW(backward(again));
+  }
+
+  TEST_CASE("backward needs a one-element loss that requires grad") {
+    CpuRuntime rt;
+    Tensor x = randn({4, 2}, 2);
+    CHECK_THROWS_WITH_AS(backward(ops::sum(x)), doctest::Contains("does not require grad"), Error);
+    Tensor w = param({3, 2}, 1);
+    CHECK_THROWS_WITH_AS(backward(ops::linear(x, w)), doctest::Contains("one-element"), Error);
+  }
+
+  TEST_CASE("a tensor used twice receives the sum of both gradients") {
+    CpuRuntime rt;
+    Tensor a = param({5}, 1);
+    // y = a*a + a: dy/da = 2a + 1.
+    Tensor y = ops::sum(ops::add(ops::mul(a, a), a));
+    backward(y);
+    std::vector<float> av = a.to_floats(), g = a.grad().to_floats();
+    for (size_t i = 0; i < av.size(); ++i) CHECK(g[i] == doctest::Approx(2 * av[i] + 1));
+  }
+
+  TEST_CASE("view gradients flow back to the base") {
+    CpuRuntime rt;
+    Tensor a = param({4, 3}, 1);
+    check_gradients([&] { return ops::scale(a.rows(1, 3).reshape({3, 2}), 2.0f); }, {a});
+    std::vector<float> g = a.grad().to_floats();
+    // Rows 0 and 3 are outside the view: their gradient stays 0.
+    for (int i : {0, 1, 2, 9, 10, 11}) CHECK(g[size_t(i)] == 0.0f);
+  }
+}

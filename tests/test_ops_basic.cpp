@@ -1,0 +1,56 @@
+// matmul/linear, add, mul, scale: backward against central finite differences; matmul against a
+// naive triple loop.
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+TEST_SUITE("ops") {
+  TEST_CASE("matmul forward equals a naive product for every transpose combination") {
+    CpuRuntime rt;
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        int64_t M = 5, K = 7, N = 3;
+        Tensor a = randn(ta ? Shape{K, M} : Shape{M, K}, 1), b = randn(tb ? Shape{N, K} : Shape{K, N}, 2);
+        std::vector<float> av = a.to_floats(), bv = b.to_floats(), c = ops::matmul(a, b, ta, tb).to_floats();
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s += double(av[size_t(ta ? k * M + i : i * K + k)]) * bv[size_t(tb ? j * K + k : k * N + j)];
+            CHECK(c[size_t(i * N + j)] == doctest::Approx(s).epsilon(1e-5));
+          }
+      }
+  }
+
+  TEST_CASE("matmul backward, all transposes, several shapes") {
+    CpuRuntime rt;
+    for (auto [M, K, N] : {std::tuple{1, 1, 1}, {3, 5, 2}, {17, 9, 33}, {64, 70, 8}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          Tensor a = param(ta ? Shape{K, M} : Shape{M, K}, 11);
+          Tensor b = param(tb ? Shape{N, K} : Shape{K, N}, 12);
+          check_gradients([&] { return ops::matmul(a, b, ta, tb); }, {a, b});
+        }
+  }
+
+  TEST_CASE("linear backward with 3-D input") {
+    CpuRuntime rt;
+    Tensor x = param({2, 5, 6}, 1), w = param({4, 6}, 2);
+    Tensor y = ops::linear(x, w);
+    CHECK(y.shape() == Shape{2, 5, 4});
+    check_gradients([&] { return ops::linear(x, w); }, {x, w});
+  }
+
+  TEST_CASE("add, mul, scale backward") {
+    CpuRuntime rt;
+    for (int64_t n : {1, 7, 300}) {
+      Tensor a = param({n}, 1), b = param({n}, 2);
+      check_gradients([&] { return ops::add(a, b); }, {a, b});
+      check_gradients([&] { return ops::mul(a, b); }, {a, b});
+      check_gradients([&] { return ops::scale(a, -0.75f); }, {a});
+    }
+    Tensor a = param({3, 4, 5}, 3), b = param({3, 4, 5}, 4);
+    check_gradients([&] { return ops::mul(ops::add(a, b), b); }, {a, b});
+  }
+}

@@ -1,0 +1,132 @@
+// Test helpers: a CPU runtime fixture, seeded random tensors, finite-difference gradient checks
+// and tensor comparisons in the golden data's metric (max |a-b| <= tol * max |b|).
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/ops.h"
+#include "runtime/tensor.h"
+
+namespace dflash::test {
+
+// A CPU context made current for the test's lifetime.
+struct CpuRuntime {
+  Context ctx{Device::cpu()};
+  ContextScope scope{ctx};
+};
+
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A persistent f32 tensor with N(0, scale^2) entries.
+inline Tensor randn(const Shape& shape, uint64_t seed, float scale = 1.0f, const std::string& name = "") {
+  return Tensor::from_floats(shape, random_floats(size_t(shape.numel()), seed, scale), name);
+}
+
+// A trainable leaf with N(0, scale^2) entries and a zeroed gradient buffer.
+inline Tensor param(const Shape& shape, uint64_t seed, float scale = 1.0f, const std::string& name = "") {
+  Tensor t = randn(shape, seed, scale, name);
+  t.set_requires_grad(true);
+  return t;
+}
+
+inline double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::fabs(x)));
+  return m;
+}
+
+// max |a - b| / max |b| (0 when both are 0); NaN anywhere gives infinity.
+inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double num = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    num = std::max(num, double(std::fabs(a[i] - b[i])));
+  }
+  double den = max_abs(b);
+  return den == 0 ? num : num / den;
+}
+
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct GradCheck {
+  double h = 1e-2;      // central-difference step
+  double tol = 3e-3;    // |fd - analytic| <= tol * max(1, max |analytic|)
+  int samples = 24;     // coordinates checked per input (all when the input is smaller)
+  uint64_t seed = 1234;
+};
+
+// Checks the gradients backward accumulates into each input (trainable CPU leaves) against
+// central finite differences of sum(r * f()) for a fixed random r.
+inline void check_gradients(const std::function<Tensor()>& f, const std::vector<Tensor>& inputs,
+                            GradCheck opt = {}) {
+  for (const Tensor& x : inputs) {
+    REQUIRE(x.requires_grad());
+    std::vector<float> zero(size_t(x.numel()), 0.0f);
+    x.grad().copy_from_host(zero.data(), zero.size() * 4);
+  }
+  Tensor y = f();
+  REQUIRE(y.requires_grad());
+  std::vector<float> r = random_floats(size_t(y.numel()), opt.seed + 7);
+  Tensor rt = Tensor::from_floats(y.shape(), r);
+  run_backward({y}, {rt});
+  auto project = [&] {
+    NoGrad ng;
+    std::vector<float> out = f().to_floats();
+    double s = 0;
+    for (size_t i = 0; i < out.size(); ++i) s += double(out[i]) * r[i];
+    return s;
+  };
+  std::mt19937_64 rng(opt.seed);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& x = inputs[k];
+    std::vector<float> an = x.grad().to_floats();
+    double scale = std::max(1.0, max_abs(an));
+    float* p = x.data<float>();
+    int64_t n = x.numel();
+    int count = int(std::min<int64_t>(n, opt.samples));
+    for (int s = 0; s < count; ++s) {
+      int64_t i = n <= opt.samples ? s : int64_t(rng() % uint64_t(n));
+      float orig = p[i];
+      p[i] = float(orig + opt.h);
+      double plus = project();
+      p[i] = float(orig - opt.h);
+      double minus = project();
+      p[i] = orig;
+      double fd = (plus - minus) / (2 * opt.h);
+      INFO("input " << k << " " << x.describe() << " index " << i << ": finite difference " << fd
+                    << ", backward " << an[size_t(i)]);
+      CHECK(std::fabs(fd - an[size_t(i)]) <= opt.tol * scale);
+    }
+  }
+}
+
+// The golden reference folder: $DFLASH_GOLDEN, else ../shared/golden/dflash-tiny beside the
+// checkout, else .golden/dflash-tiny inside it (the copy carried to the GPU machine).
+inline std::filesystem::path golden_dir() {
+  if (const char* env = std::getenv("DFLASH_GOLDEN")) return env;
+  std::filesystem::path src = DFLASH_SOURCE_DIR;
+  for (auto p : {src / ".." / "shared" / "golden" / "dflash-tiny", src / ".golden" / "dflash-tiny"})
+    if (std::filesystem::exists(p / "case.json")) return p;
+  FAIL("golden data not found: set DFLASH_GOLDEN or put ../shared/golden/dflash-tiny beside the checkout");
+  return {};
+}
+
+}  // namespace dflash::test
