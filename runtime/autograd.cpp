@@ -35,6 +35,10 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 }
 
 void record_node(const char* op, std::initializer_list<Tensor*> outputs, std::function<void(NodeGrads&)> backward) {
+  record_node(op, std::vector<Tensor*>(outputs), std::move(backward));
+}
+
+void record_node(const char* op, const std::vector<Tensor*>& outputs, std::function<void(NodeGrads&)> backward) {
   Context& ctx = Context::current();
   Node n;
   n.op = op;

@@ -57,6 +57,7 @@ class NodeGrads {
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 // Records a node; marks its outputs as requiring grad in this tape generation.
 void record_node(const char* op, std::initializer_list<Tensor*> outputs, std::function<void(NodeGrads&)> backward);
+void record_node(const char* op, const std::vector<Tensor*>& outputs, std::function<void(NodeGrads&)> backward);
 // The gradient dtype of t: f32 for leaves (master gradients), t's own dtype otherwise.
 DType grad_dtype(const Tensor& t);
 

@@ -13,6 +13,12 @@ void fill_(const Tensor& t, float value);                // every element = valu
 void accumulate_(const Tensor& dst, const Tensor& src);  // dst += src; same numel, f32/bf16
 void copy_(const Tensor& dst, const Tensor& src);        // dst = src; same numel and dtype
 
+// ---- Metrics and weights (no autograd). ----
+// w / (sum(w) + eps): per-position loss weights normalised over the micro-batch.
+Tensor normalize_weights(const Tensor& w, float eps = 1e-6f);
+// sum [argmax == label][w > 0.5] / (sum w + eps) -> f32 [1].
+Tensor weighted_accuracy(const Tensor& argmax, const Tensor& labels, const Tensor& w, float eps = 1e-6f);
+
 // ---- Differentiable ops. ----
 // a [M,K] (or [K,M] with trans_a) times b [K,N] (or [N,K] with trans_b) -> [M,N].
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);

@@ -77,6 +77,12 @@ void dflash_attention_backward(const float* q, const float* k, const float* v, c
                                const int32_t* keep, const float* out, const float* dout, const float* lse,
                                const AttentionDims& d, float* dq, float* dk, float* dv);
 
+// metrics.cpp
+// out[i] = w[i] / (sum(w) + eps), the sum in double in index order.
+void normalize_weights(const float* w, int64_t n, float eps, float* out);
+// out[0] = sum_i [argmax_i == label_i] [w_i > 0.5] / (sum_i w_i + eps).
+void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float* w, int64_t n, float eps, float* out);
+
 // optimizer.cpp
 // out[0] = sqrt(sum g^2), accumulated in double in index order.
 void grad_norm(const float* g, int64_t n, float* out);
@@ -96,4 +102,5 @@ struct AdamW {
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, const int32_t* step, const float* lr,
            const AdamW& h);
 void increment_step(int32_t* step);
+void scale_inplace(float* x, int64_t n, float s);  // x *= s
 }  // namespace dflash::kernels::cpu

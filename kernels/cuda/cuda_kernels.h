@@ -29,4 +29,25 @@ struct GemmArgs {
 };
 void gemm(const GemmArgs& g, void* cublas_handle, void* stream);
 
+// metrics.cu: as kernels/cpu/metrics.cpp (single block, fixed order).
+void normalize_weights(const float* w, int64_t n, float eps, float* out, void* stream);
+void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float* w, int64_t n, float eps, float* out,
+                       void* stream);
+
+// optimizer.cu: one update over flat buffers (see runtime/optimizer.h): grads *= grad_scale;
+// norm (deterministic two-pass reduction through partials[1024]); clip; lr from step; AdamW on the
+// f32 master writing the bf16 compute copy; zero grads; step + 1; stats = {norm, lr}.
+struct OptimizerArgs {
+  float *p, *g, *m, *v;
+  void* compute_bf16;  // may be null
+  int64_t n;
+  int32_t* step;
+  float *lr, *norm, *partials, *stats;
+  float grad_scale, max_grad_norm, peak_lr, min_lr;
+  int64_t warmup_steps, total_steps;
+  float beta1, beta2, eps, weight_decay;
+};
+void optimizer_update(const OptimizerArgs& a, void* stream);
+void convert_f32_to_bf16(const void* src, void* dst, int64_t n, void* stream);
+
 }  // namespace dflash::kernels::cuda

@@ -1,0 +1,76 @@
+// checkpoint(): a tape node whose backward re-runs its segment under a nested tape.
+#include "graphs/checkpoint.h"
+
+#include <unordered_map>
+
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/ops/common.h"
+
+namespace dflash {
+
+namespace {
+// Swaps in a nested tape and turns grad mode on for the recomputation; restores both.
+class NestedTape {
+ public:
+  explicit NestedTape(Context& ctx) : ctx_(ctx), outer_(ctx.swap_tape(&tape_)), grad_(ctx.grad_enabled()) {
+    ctx.set_grad_enabled(true);
+  }
+  ~NestedTape() {
+    ctx_.swap_tape(outer_);
+    ctx_.set_grad_enabled(grad_);
+  }
+
+ private:
+  Context& ctx_;
+  Tape tape_;
+  Tape* outer_;
+  bool grad_;
+};
+}  // namespace
+
+std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const std::vector<Tensor>& inputs) {
+  Context& ctx = Context::current();
+  if (!ctx.grad_enabled()) return segment(inputs);
+  std::vector<Tensor> outputs;
+  {
+    NoGrad no_grad;
+    outputs = segment(inputs);
+  }
+  std::vector<Tensor*> out_ptrs;
+  for (Tensor& t : outputs) {
+    // An output that is one of the inputs gets its own handle, so marking it leaves the input alone.
+    for (const Tensor& x : inputs)
+      if (t.impl_ptr() == x.impl_ptr()) t = ops::detail::view_of(x, x.shape());
+    out_ptrs.push_back(&t);
+  }
+  size_t n_out = outputs.size();
+  record_node(name, out_ptrs, [segment, inputs, n_out](NodeGrads& g) {
+    Context& c = Context::current();
+    // Aliases of the inputs (same storage): the nested tape's leaves. Their gradients go
+    // straight into the outer gradient buffers of the inputs.
+    std::vector<Tensor> aliases;
+    std::unordered_map<uint64_t, Tensor> preset;
+    for (const Tensor& x : inputs) {
+      Tensor a = ops::detail::view_of(x, x.shape());
+      if (x.requires_grad()) {
+        a.impl().requires_grad = true;
+        a.impl().is_leaf = false;
+        preset[a.id()] = g.in(x);
+      }
+      aliases.push_back(a);
+    }
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < n_out; ++i) grads.push_back(g.out(i));
+    NestedTape nested(c);
+    std::vector<Tensor> again = segment(aliases);
+    DF_CHECK(again.size() == n_out, "checkpoint: the segment returned " << again.size() << " outputs when "
+                                                                        << "recomputed but " << n_out
+                                                                        << " the first time; it must be pure");
+    for (Tensor& t : again) t.impl().generation = c.tape().generation();
+    run_backward(again, grads, preset);
+  });
+  return outputs;
+}
+
+}  // namespace dflash

@@ -1,0 +1,103 @@
+// Engine::build: plan every program, check the fit, reserve one arena, record, seal.
+#include "graphs/engine.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "runtime/error.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace dflash {
+
+namespace {
+std::string gib(size_t bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << double(bytes) / double(1ull << 30) << " GiB";
+  return os.str();
+}
+}  // namespace
+
+void Engine::add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing) {
+  DF_CHECK(!ctx_.sealed(), "program '" << name << "' added after the runtime was sealed: buckets are fixed "
+                                       << "at startup; add a [[buckets]] entry to the config and restart");
+  for (const Entry& e : entries_) DF_CHECK(e.name != name, "program '" << name << "' added twice");
+  entries_.push_back({name, bucket, std::move(body), checkpointing});
+}
+
+void Engine::build(size_t available_bytes, const std::function<void(const std::string&)>& progress) {
+  DF_CHECK(!ctx_.sealed(), "Engine::build on a sealed runtime: buckets are fixed at startup");
+  reports_.clear();
+  size_t largest = 0;
+  const Entry* largest_entry = nullptr;
+  for (const Entry& e : entries_) {
+    if (progress) progress("planning " + e.name);
+    ProgramReport r;
+    r.name = e.name;
+    r.bucket = e.bucket;
+    PlanResult plan = plan_program(ctx_, e.name, [&] { e.body(e.checkpointing); });
+    r.arena_bytes = plan.arena_bytes;
+    r.kernels = plan.kernels;
+    r.arena_bytes_without_checkpointing =
+        e.checkpointing ? plan_program(ctx_, e.name, [&] { e.body(false); }).arena_bytes : plan.arena_bytes;
+    if (plan.arena_bytes >= largest) {
+      largest = plan.arena_bytes;
+      largest_entry = &e;
+    }
+    reports_.push_back(r);
+  }
+  if (largest > available_bytes) {
+    std::ostringstream os;
+    os << "the bucket set does not fit on " << ctx_.device().str() << ": its largest program '"
+       << largest_entry->name << "' " << largest_entry->bucket.str() << " needs an activation arena of "
+       << gib(largest) << " (" << largest << " bytes) on top of " << gib(ctx_.persistent_bytes())
+       << " of persistent tensors, but only " << gib(available_bytes) << " (" << available_bytes
+       << " bytes) are available. Per program:";
+    for (const ProgramReport& r : reports_) os << "\n  " << r.name << ": " << r.arena_bytes << " bytes";
+    os << "\nRemove or shrink the largest bucket (seq, anchors or batch), or turn checkpointing on.";
+    DF_FAIL(os.str());
+  }
+  ctx_.reserve_arena(largest);
+  arena_bytes_ = largest;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (progress) progress("recording " + e.name);
+    Program p = record_program(ctx_, e.name, [&] { e.body(e.checkpointing); });
+    DF_CHECK(p.arena_bytes() == reports_[i].arena_bytes && p.kernels() == reports_[i].kernels,
+             "program '" << e.name << "': the recording (" << p.kernels() << " kernels, " << p.arena_bytes()
+                         << " bytes) differs from its plan (" << reports_[i].kernels << " kernels, "
+                         << reports_[i].arena_bytes << " bytes): the body branched on something other than "
+                         << "its configuration");
+    reports_[i].record_ms = p.record_ms();
+    programs_.emplace(e.name, std::move(p));
+  }
+  entries_.clear();  // the bodies may hold references that must not outlive startup
+  ctx_.seal();
+}
+
+const Program& Engine::program(const std::string& name) const {
+  auto it = programs_.find(name);
+  DF_CHECK(it != programs_.end(), "no program '" << name << "' was recorded at startup");
+  return it->second;
+}
+
+size_t available_memory_bytes(Device device) {
+  if (device.is_cuda()) {
+#ifdef DFLASH_CUDA
+    return cuda_backend::free_memory(device.index);
+#else
+    return 0;
+#endif
+  }
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return size_t(1) << 34;
+}
+
+}  // namespace dflash

@@ -1,0 +1,63 @@
+// A worker's programs, decided at startup: every registered program is planned (with and without
+// recompute checkpointing, for the report), the set is checked against the memory available,
+// one arena sized to the largest program is reserved, every program is recorded over it, and the
+// context is sealed. After build() the worker only replays.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graphs/buckets.h"
+#include "graphs/program.h"
+
+namespace dflash {
+
+struct ProgramReport {
+  std::string name;
+  Bucket bucket;  // seq 0 for programs that belong to no bucket (the update)
+  size_t kernels = 0;
+  size_t arena_bytes = 0;
+  size_t arena_bytes_without_checkpointing = 0;
+  double record_ms = 0;
+};
+
+// A body that builds the program's op sequence; `checkpointing` says whether to use
+// recompute checkpointing (the engine also plans it without, for the report).
+using ProgramBody = std::function<void(bool checkpointing)>;
+
+class Engine {
+ public:
+  explicit Engine(Context& ctx) : ctx_(ctx) {}
+
+  void add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing);
+
+  // Plans, checks the fit, reserves the arena, records and seals. available_bytes is the memory
+  // the arena may take on this device (for all of this worker's programs: they share it).
+  // progress(line) is called before each program is planned and recorded.
+  void build(size_t available_bytes, const std::function<void(const std::string&)>& progress = {});
+
+  const Program& program(const std::string& name) const;
+  bool has(const std::string& name) const { return programs_.count(name) != 0; }
+  const std::vector<ProgramReport>& report() const { return reports_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+  Context& context() const { return ctx_; }
+
+ private:
+  struct Entry {
+    std::string name;
+    Bucket bucket;
+    ProgramBody body;
+    bool checkpointing;
+  };
+  Context& ctx_;
+  std::vector<Entry> entries_;
+  std::map<std::string, Program> programs_;
+  std::vector<ProgramReport> reports_;
+  size_t arena_bytes_ = 0;
+};
+
+// Memory an arena may take on a device now: free GPU memory, or the host's available memory.
+size_t available_memory_bytes(Device device);
+
+}  // namespace dflash

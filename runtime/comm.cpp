@@ -1,0 +1,60 @@
+// Thread and sequential communicators: the same rank-ordered sum, with and without threads.
+#include "runtime/comm.h"
+
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace dflash {
+
+namespace {
+// result[i] = ((b0[i] + b1[i]) + b2[i]) + ... for i in [begin, end).
+void ordered_sum(const std::vector<float*>& buffers, float* result, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    float s = buffers[0][i];
+    for (size_t r = 1; r < buffers.size(); ++r) s += buffers[r][i];
+    result[i] = s;
+  }
+}
+
+void check_registered(const std::vector<float*>& buffers, float* data, int64_t n, int64_t want, int rank) {
+  DF_CHECK(rank >= 0 && size_t(rank) < buffers.size(), "all_reduce: rank " << rank << " outside the world of "
+                                                                              << buffers.size());
+  DF_CHECK(buffers[size_t(rank)] == data && n == want,
+           "all_reduce: rank " << rank << " passed a buffer other than the one registered at startup "
+                               << "(collectives run over fixed addresses)");
+}
+}  // namespace
+
+ThreadCommunicator::ThreadCommunicator(int world, int64_t n)
+    : world_(world), n_(n), buffers_(size_t(world), nullptr), result_(size_t(n)), barrier_(world) {
+  DF_CHECK(world >= 1, "ThreadCommunicator: world must be at least 1");
+}
+
+void ThreadCommunicator::register_buffer(int rank, float* data) { buffers_.at(size_t(rank)) = data; }
+
+void ThreadCommunicator::all_reduce_sum(float* data, int64_t n, int rank) {
+  check_registered(buffers_, data, n, n_, rank);
+  if (world_ == 1) return;
+  barrier_.arrive_and_wait();  // every rank's gradients are complete
+  int64_t per = (n_ + world_ - 1) / world_;
+  int64_t begin = std::min<int64_t>(n_, per * rank), end = std::min<int64_t>(n_, begin + per);
+  ordered_sum(buffers_, result_.data(), begin, end);
+  barrier_.arrive_and_wait();  // every slice is reduced; nobody reads the inputs any more
+  std::memcpy(data, result_.data(), size_t(n_) * sizeof(float));
+}
+
+SequentialCommunicator::SequentialCommunicator(int world, int64_t n)
+    : world_(world), n_(n), buffers_(size_t(world), nullptr), result_(size_t(n)) {}
+
+void SequentialCommunicator::register_buffer(int rank, float* data) { buffers_.at(size_t(rank)) = data; }
+
+void SequentialCommunicator::all_reduce_sum(float* data, int64_t n, int rank) {
+  check_registered(buffers_, data, n, n_, rank);
+  if (calls_++ % world_ == 0) {
+    ordered_sum(buffers_, result_.data(), 0, n_);
+    for (float* b : buffers_) std::memcpy(b, result_.data(), size_t(n_) * sizeof(float));
+  }
+}
+
+}  // namespace dflash

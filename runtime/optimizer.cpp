@@ -1,0 +1,110 @@
+// ParameterStore layout and the AdamW update's kernel sequence.
+#include "runtime/optimizer.h"
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace dflash {
+using namespace ops::detail;
+
+ParameterStore::ParameterStore(std::vector<ParamSpec> specs) : specs_(std::move(specs)) {
+  OpScope op("parameters");
+  int64_t total = 0;
+  const int64_t align = int64_t(kAlignment / sizeof(float));
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    DF_CHECK(index_.emplace(specs_[i].name, i).second, "parameter '" << specs_[i].name << "' declared twice");
+    offsets_.push_back(total);
+    count_ += specs_[i].shape.numel();
+    total += (specs_[i].shape.numel() + align - 1) / align * align;
+  }
+  master_ = Tensor::persistent({total}, DType::f32, "params.master");
+  grads_ = Tensor::persistent({total}, DType::f32, "params.grads");
+  bool gpu = master_.device().is_cuda();
+  compute_ = gpu ? Tensor::persistent({total}, DType::bf16, "params.compute") : master_;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    size_t off = size_t(offsets_[i]);
+    Tensor leaf = view_of(compute_, specs_[i].shape, off * dtype_size(compute_.dtype()));
+    leaf.set_name(specs_[i].name);
+    leaf.set_requires_grad(true, view_of(grads_, specs_[i].shape, off * sizeof(float)));
+    leaves_.push_back(leaf);
+  }
+}
+
+const Tensor& ParameterStore::get(const std::string& name) const {
+  auto it = index_.find(name);
+  DF_CHECK(it != index_.end(), "no parameter named '" << name << "'");
+  return leaves_[it->second];
+}
+
+Tensor ParameterStore::master(const std::string& name) const {
+  auto it = index_.find(name);
+  DF_CHECK(it != index_.end(), "no parameter named '" << name << "'");
+  Tensor t = view_of(master_, specs_[it->second].shape, size_t(offsets_[it->second]) * sizeof(float));
+  t.set_name(name);
+  return t;
+}
+
+Tensor ParameterStore::grad(const std::string& name) const { return get(name).grad(); }
+
+void ParameterStore::sync_compute_copy() {
+#ifdef DFLASH_CUDA
+  if (compute_.dtype() == DType::bf16) {
+    Context& c = Context::current();
+    DF_CHECK(!c.recording(), "sync_compute_copy while recording");
+    kernels::cuda::convert_f32_to_bf16(master_.raw(), compute_.raw(), master_.numel(), c.cuda_stream());
+    c.synchronize();
+  }
+#endif
+}
+
+AdamWOptimizer::AdamWOptimizer(ParameterStore& params, const OptimizerConfig& config)
+    : params_(params), config_(config) {
+  int64_t n = params.padded_numel();
+  m_ = Tensor::persistent({n}, DType::f32, "adam.m");
+  v_ = Tensor::persistent({n}, DType::f32, "adam.v");
+  step_ = Tensor::persistent({1}, DType::i32, "optimizer.step");
+  lr_ = Tensor::persistent({1}, DType::f32, "optimizer.lr");
+  norm_ = Tensor::persistent({1}, DType::f32, "optimizer.grad_norm");
+  if (norm_.device().is_cuda()) partials_ = Tensor::persistent({1024}, DType::f32, "optimizer.norm_partials");
+}
+
+void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
+  OpScope op("adamw");
+  check_dtype("adamw", stats_out, DType::f32, "stats_out");
+  DF_CHECK(stats_out.numel() == 2, "adamw: stats_out is " << stats_out.describe() << "; it must hold 2 floats");
+  int64_t n = params_.padded_numel();
+  float* p = f32(params_.flat_master());
+  float* g = f32(params_.flat_grads());
+  float *m = f32(m_), *v = f32(v_), *lr = f32(lr_), *norm = f32(norm_), *stats = f32(stats_out);
+  int32_t* step = i32(step_);
+  const OptimizerConfig c = config_;
+  kernels::cpu::LrSchedule sched{c.lr, c.lr * c.min_lr_ratio, c.warmup_steps, c.total_steps};
+  kernels::cpu::AdamW h{c.beta1, c.beta2, c.eps, c.weight_decay};
+  if (on_cpu()) {
+    Context& x = ctx();
+    x.launch([=] { kernels::cpu::scale_inplace(g, n, grad_scale); });
+    x.launch([=] { kernels::cpu::grad_norm(g, n, norm); });
+    x.launch([=] { kernels::cpu::clip_by_norm(g, n, norm, c.max_grad_norm); });
+    x.launch([=] { kernels::cpu::lr_schedule(step, sched, lr); });
+    x.launch([=] { kernels::cpu::adamw(p, g, m, v, n, step, lr, h); });
+    x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });
+    x.launch([=] { kernels::cpu::increment_step(step); });
+    x.launch([=] { kernels::cpu::copy_bytes(stats, norm, sizeof(float)); });
+    x.launch([=] { kernels::cpu::copy_bytes(stats + 1, lr, sizeof(float)); });
+    return;
+  }
+#ifdef DFLASH_CUDA
+  if (void* s = ctx().cuda_stream_for_launch()) {
+    void* bf = params_.flat_compute().raw();
+    kernels::cuda::OptimizerArgs a{p, g, m, v, bf, n, step, lr, norm, f32(partials_), stats, grad_scale, c.max_grad_norm,
+                                   c.lr, c.lr * c.min_lr_ratio, c.warmup_steps, c.total_steps,
+                                   c.beta1, c.beta2, c.eps, c.weight_decay};
+    kernels::cuda::optimizer_update(a, s);
+  }
+#endif
+}
+
+}  // namespace dflash

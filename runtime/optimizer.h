@@ -1,0 +1,79 @@
+// Trainable parameters in flat persistent buffers (master values, gradients, Adam moments), and
+// the AdamW update as recordable kernel calls. The learning rate is computed on the device from
+// the step counter, so a schedule never needs a new recording.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace dflash {
+
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+};
+
+// One contiguous f32 buffer each for master values and gradients; every parameter is a view at
+// a 64-byte aligned offset (padding stays 0 and is ignored by AdamW). On a GPU the compute copy
+// is bf16 and the optimizer rewrites it after each update; on the CPU it is the master itself.
+class ParameterStore {
+ public:
+  explicit ParameterStore(std::vector<ParamSpec> specs);
+
+  // The trainable leaf that ops use (its gradient is the matching view of grads()).
+  const Tensor& get(const std::string& name) const;
+  Tensor master(const std::string& name) const;
+  Tensor grad(const std::string& name) const;
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  const Tensor& flat_master() const { return master_; }
+  const Tensor& flat_grads() const { return grads_; }
+  const Tensor& flat_compute() const { return compute_; }
+  int64_t padded_numel() const { return master_.numel(); }
+  int64_t parameter_count() const { return count_; }
+
+  // After master values were written from the host: refresh the compute copy (GPU).
+  void sync_compute_copy();
+
+ private:
+  std::vector<ParamSpec> specs_;
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<int64_t> offsets_;
+  std::vector<Tensor> leaves_;
+  Tensor master_, grads_, compute_;
+  int64_t count_ = 0;
+};
+
+struct OptimizerConfig {
+  float lr = 6e-4f;
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0.01f;
+  float max_grad_norm = 1.0f;  // 0 turns clipping off
+  float min_lr_ratio = 0.0f;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;  // 0: constant lr (no schedule)
+};
+
+class AdamWOptimizer {
+ public:
+  AdamWOptimizer(ParameterStore& params, const OptimizerConfig& config);
+
+  // Kernel calls of one update: grads *= grad_scale; norm; clip; lr from the step counter;
+  // AdamW; zero grads; step + 1. Writes {grad norm before clipping, lr used} to stats_out f32[2].
+  void update(float grad_scale, const Tensor& stats_out);
+
+  const Tensor& step_counter() const { return step_; }  // i32 [1]: optimizer steps done
+  const Tensor& adam_m() const { return m_; }
+  const Tensor& adam_v() const { return v_; }
+  const OptimizerConfig& config() const { return config_; }
+
+ private:
+  ParameterStore& params_;
+  OptimizerConfig config_;
+  Tensor m_, v_, step_, lr_, norm_, partials_;
+};
+
+}  // namespace dflash
