@@ -1,0 +1,49 @@
+// rmsnorm over the last dim: y = x / sqrt(mean(x^2) + eps) * weight. Per-token ([rows, H]) and
+// per-head ([rows, heads, hd] with weight [hd]) norms are the same op. rstd [rows] is saved for backward.
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/common.h"
+
+namespace dflash::ops {
+using namespace detail;
+
+Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
+  OpScope op("rmsnorm");
+  check_same_device("rmsnorm", {&x, &weight});
+  DF_CHECK(x.ndim() >= 1, "rmsnorm: x is " << x.describe() << "; it must have at least one dim (the normalised one)");
+  check_ndim("rmsnorm", weight, 1, "weight");
+  DF_CHECK(weight.dim(0) == x.shape().last(),
+           "rmsnorm: weight " << weight.describe() << " has " << weight.dim(0) << " entries but x " << x.describe()
+                              << " normalises a last dim of " << x.shape().last()
+                              << "; the weight must match x's last dim (for a per-head norm, shape x as "
+                                 "[..., heads, hd] and pass weight [hd])");
+  DF_CHECK(std::isfinite(eps) && eps >= 0.0f,
+           "rmsnorm: eps = " << eps << "; it must be finite and >= 0 (rms_norm_eps is typically 1e-6)");
+  DF_CHECK(x.dtype() == weight.dtype(),
+           "rmsnorm: x is " << x.describe() << " and weight is " << weight.describe() << "; both must have the same dtype");
+  if (!on_cpu()) no_cuda_kernel("rmsnorm");
+  check_dtype("rmsnorm", x, DType::f32, "x");
+
+  int64_t D = x.shape().last(), rows = D ? x.numel() / D : 0;
+  bool grad = needs_grad({&x, &weight});
+  Tensor y = Tensor::empty(x.shape(), DType::f32);                   // (..., D)
+  Tensor rstd = grad ? Tensor::empty({rows}, DType::f32) : Tensor();  // (rows), only for backward
+  const float *px = f32(x), *pw = f32(weight);
+  float *py = f32(y), *pr = f32(rstd);
+  ctx().launch([=] { kernels::cpu::rmsnorm_forward(px, pw, py, pr, rows, D, eps); });
+
+  if (grad) {
+    record_node("rmsnorm", {&y}, [x, weight, rstd, rows, D](NodeGrads& g) {
+      const float* dy = f32(g.out(0));
+      float* dx = f32(g.in(x));
+      float* dw = f32(g.in(weight));
+      if (!dy || (!dx && !dw)) return;
+      const float *px = f32(x), *pw = f32(weight), *pr = f32(rstd);
+      ctx().launch([=] { kernels::cpu::rmsnorm_backward(px, pw, pr, dy, dx, dw, rows, D); });
+    });
+  }
+  return y;
+}
+
+}  // namespace dflash::ops
