@@ -53,7 +53,9 @@ void copy_(const Tensor& dst, const Tensor& src) {
   const void* s = src.raw();
   size_t n = dst.nbytes();
   if (on_cpu()) {
-    DF_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: both tensors must be on the CPU here");
+    DF_CHECK(dst.device().is_cpu() && src.device().is_cpu(),
+             "copy: " << dst.describe() << " on " << dst.device().str() << " and " << src.describe() << " on "
+                      << src.device().str() << ": a CPU worker copies only between CPU tensors");
     ctx().launch([=] { kernels::cpu::copy_bytes(d, s, n); });
     return;
   }
