@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "runtime/context.h"
 #include "runtime/error.h"
 
 namespace dflash {
@@ -55,6 +56,17 @@ void SequentialCommunicator::all_reduce_sum(float* data, int64_t n, int rank) {
     ordered_sum(buffers_, result_.data(), 0, n_);
     for (float* b : buffers_) std::memcpy(b, result_.data(), size_t(n_) * sizeof(float));
   }
+}
+
+void all_reduce_(Communicator* comm, const Tensor& flat, int rank) {
+  if (!comm || comm->world() == 1) return;
+  OpScope op("all_reduce");
+  check_dtype("all_reduce", flat, DType::f32, "buffer");
+  Context& ctx = Context::current();
+  float* p = flat.data<float>();
+  int64_t n = flat.numel();
+  DF_CHECK(ctx.device().is_cpu(), "all_reduce on " << ctx.device().str() << ": use the NCCL communicator");
+  ctx.launch([comm, p, n, rank] { comm->all_reduce_sum(p, n, rank); });
 }
 
 }  // namespace dflash

@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/tensor.h"
+
 namespace dflash {
 
 class Communicator {
@@ -53,5 +55,9 @@ class SequentialCommunicator : public Communicator {
   std::vector<float*> buffers_;
   std::vector<float> result_;
 };
+
+// The kernel call that all-reduces a rank's flat f32 buffer (recorded into the update program).
+// world == 1 or comm == nullptr: nothing.
+void all_reduce_(Communicator* comm, const Tensor& flat, int rank);
 
 }  // namespace dflash
