@@ -66,13 +66,17 @@ void ce_chunk_backward(float* logits, const int32_t* labels, const float* weight
 
 // attention.cpp: DFlash block-sparse attention (see ops.h for shapes and the mask).
 // lse [B, nh, T] saved for backward; tiles [1] receives the number of visited tiles.
+// Limits the op enforces so that per-block scratch fits fixed-size stack arrays.
+inline constexpr int64_t kAttentionMaxBlock = 64;     // bs
+inline constexpr int64_t kAttentionMaxKeyTile = 256;  // key_tile
+inline constexpr int64_t kAttentionMaxHeadDim = 256;  // hd
 struct AttentionDims {
   int64_t B, S, N, bs, nh, nkv, hd, key_tile;
   float scale;
 };
 void dflash_attention_forward(const float* q, const float* k, const float* v, const int32_t* anchors,
                               const int32_t* keep, const AttentionDims& d, float* out, float* lse, int32_t* tiles);
-// dq, dk, dv accumulate (+=); dk/dv follow k/v's layout [B, S+T, nkv, hd].
+// dq, dk, dv accumulate (+=) and any of them may be null; dk/dv follow k/v's layout [B, S+T, nkv, hd].
 void dflash_attention_backward(const float* q, const float* k, const float* v, const int32_t* anchors,
                                const int32_t* keep, const float* out, const float* dout, const float* lse,
                                const AttentionDims& d, float* dq, float* dk, float* dv);

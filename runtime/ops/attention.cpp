@@ -1,0 +1,101 @@
+// dflash_attention: DFlash's block-sparse drafter attention (DFLASH.md, "The attention mask"):
+// shape checks, the forward kernel call and the backward rule (inputs q, k, v).
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/common.h"
+
+namespace dflash::ops {
+using namespace detail;
+
+namespace {
+constexpr const char* kOp = "dflash_attention";
+
+// Checks every argument and returns the kernel's dimensions.
+kernels::cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
+                                            const Tensor& keep, int64_t S, int64_t bs, float scale,
+                                            int64_t key_tile) {
+  using kernels::cpu::kAttentionMaxBlock, kernels::cpu::kAttentionMaxKeyTile, kernels::cpu::kAttentionMaxHeadDim;
+  check_dtype(kOp, q, DType::f32, "q");
+  check_dtype(kOp, k, DType::f32, "k");
+  check_dtype(kOp, v, DType::f32, "v");
+  check_dtype(kOp, anchors, DType::i32, "anchors");
+  check_dtype(kOp, keep, DType::i32, "keep");
+  DF_CHECK(bs >= 1 && bs <= kAttentionMaxBlock,
+           kOp << ": block_size is " << bs << " but must be in [1, " << kAttentionMaxBlock
+               << "]; the CPU kernel keeps a block's scores in a fixed-size stack array");
+  DF_CHECK(key_tile >= 1 && key_tile <= kAttentionMaxKeyTile,
+           kOp << ": key_tile is " << key_tile << " but must be in [1, " << kAttentionMaxKeyTile
+               << "]; the CPU kernel keeps a tile's scores in a fixed-size stack array");
+  DF_CHECK(S >= 0, kOp << ": context_len is " << S << "; it must be >= 0 (the number of context keys)");
+  DF_CHECK(q.ndim() == 4, kOp << ": q is " << q.describe() << " but must be 4-D [B, T, nh, hd]");
+  DF_CHECK(k.ndim() == 4, kOp << ": k is " << k.describe() << " but must be 4-D [B, S+T, nkv, hd]");
+  const int64_t B = q.dim(0), T = q.dim(1), nh = q.dim(2), hd = q.dim(3), nkv = k.dim(2);
+  DF_CHECK(hd >= 1 && hd <= kAttentionMaxHeadDim,
+           kOp << ": q " << q.describe() << " has head dim " << hd << " but it must be in [1, "
+               << kAttentionMaxHeadDim << "]");
+  DF_CHECK(T % bs == 0, kOp << ": q " << q.describe() << " has T = " << T << " draft queries, not a multiple of"
+                            << " block_size " << bs << "; T must be N * block_size");
+  const int64_t N = T / bs;
+  DF_CHECK(k.dim(0) == B && k.dim(1) == S + T && k.dim(3) == hd,
+           kOp << ": k is " << k.describe() << " but must be [B, S+T, nkv, hd] = [" << B << ", " << S + T
+               << ", nkv, " << hd << "]: context_len = " << S << " context keys, then the T = " << T
+               << " draft keys of q " << q.describe());
+  DF_CHECK(v.shape() == k.shape(), kOp << ": v is " << v.describe() << " but must have k's shape "
+                                       << k.shape().str() << " [B, S+T, nkv, hd]");
+  DF_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0,
+           kOp << ": q " << q.describe() << " has " << nh << " query heads and k " << k.describe() << " has " << nkv
+               << " kv heads; the query heads must be a positive multiple of the kv heads"
+               << " (GQA: query head j uses kv head j / (nh/nkv))");
+  DF_CHECK(anchors.shape() == (Shape{B, N}),
+           kOp << ": anchors is " << anchors.describe() << " but must be [B, N] = [" << B << ", " << N
+               << "]: one anchor per block of block_size = " << bs << " queries of q " << q.describe());
+  DF_CHECK(keep.shape() == (Shape{B, N}),
+           kOp << ": keep is " << keep.describe() << " but must be [B, N] = [" << B << ", " << N
+               << "], like anchors: one flag per block of block_size = " << bs << " queries");
+  return {B, S, N, bs, nh, nkv, hd, key_tile, scale};
+}
+}  // namespace
+
+Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
+                           const Tensor& keep, int64_t context_len, int64_t block_size, float scale,
+                           int64_t key_tile) {
+  OpScope op(kOp);
+  check_same_device(kOp, {&q, &k, &v, &anchors, &keep});
+  if (!on_cpu()) no_cuda_kernel(kOp);
+  const kernels::cpu::AttentionDims d =
+      check_attention(q, k, v, anchors, keep, context_len, block_size, scale, key_tile);
+  const int64_t T = d.N * d.bs;
+
+  Attention r;
+  r.out = Tensor::empty({d.B, T, d.nh, d.hd}, DType::f32);
+  r.tiles_visited = Tensor::empty({1}, DType::i32);
+  Tensor lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
+  const float *pq = f32(q), *pk = f32(k), *pv = f32(v);
+  const int32_t *pa = i32(anchors), *pkeep = i32(keep);
+  float *po = f32(r.out), *plse = f32(lse);
+  int32_t* ptiles = i32(r.tiles_visited);
+  ctx().launch([=] { kernels::cpu::dflash_attention_forward(pq, pk, pv, pa, pkeep, d, po, plse, ptiles); });
+
+  if (needs_grad({&q, &k, &v})) {
+    record_node(kOp, {&r.out}, [q, k, v, anchors, keep, out = r.out, lse, d](NodeGrads& g) {
+      Tensor dout = g.out(0);
+      if (!dout.defined()) return;
+      float *dq = f32(g.in(q)), *dk = f32(g.in(k)), *dv = f32(g.in(v));
+      const float *pq = f32(q), *pk = f32(k), *pv = f32(v), *po = f32(out), *pdo = f32(dout), *plse = f32(lse);
+      const int32_t *pa = i32(anchors), *pkeep = i32(keep);
+      ctx().launch([=] {
+        kernels::cpu::dflash_attention_backward(pq, pk, pv, pa, pkeep, po, pdo, plse, d, dq, dk, dv);
+      });
+    });
+  }
+  return r;
+}
+
+int64_t dflash_attention_all_tiles(int64_t batch, int64_t context_len, int64_t n_blocks, int64_t key_tile) {
+  DF_CHECK(batch >= 0 && context_len >= 0 && n_blocks >= 0 && key_tile >= 1,
+           "dflash_attention_all_tiles: batch " << batch << ", context_len " << context_len << ", n_blocks "
+                                                << n_blocks << ", key_tile " << key_tile
+                                                << ": the counts must be >= 0 and key_tile >= 1");
+  return batch * n_blocks * ((context_len + key_tile - 1) / key_tile + n_blocks);
+}
+
+}  // namespace dflash::ops
