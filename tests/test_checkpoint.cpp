@@ -1,0 +1,100 @@
+// Recompute checkpointing: bitwise-equal gradients and losses with it on or off, a smaller
+// arena, and an arena that grows per layer by little more than one segment's input.
+#include "graphs/checkpoint.h"
+#include "tests/test_util.h"
+#include "tests/toy_replica.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+const std::vector<Bucket> kBuckets = {{32, 1, 2}, {128, 1, 2}};
+
+size_t arena(const ToyReplica& r, const std::string& program, bool with_checkpointing) {
+  for (const ProgramReport& p : r.engine->report())
+    if (p.name == program) return with_checkpointing ? p.arena_bytes : p.arena_bytes_without_checkpointing;
+  FAIL("no program " << program);
+  return 0;
+}
+}  // namespace
+
+TEST_SUITE("checkpoint") {
+  TEST_CASE("checkpointing on and off give bitwise-equal gradients and losses, and the arena shrinks") {
+    ToyConfig cfg;
+    cfg.layers = 4;
+    OptimizerConfig opt;
+    for (bool graphs : {false, true}) {
+      ToyReplica on(Device::cpu(), cfg, kBuckets, opt, graphs, true);
+      ToyReplica off(Device::cpu(), cfg, kBuckets, opt, graphs, false);
+      for (int s = 0; s < 6; ++s) {
+        size_t bi = size_t(s) % 2;
+        for (ToyReplica* r : {&on, &off}) {
+          ContextScope scope(r->ctx);
+          r->steps[bi]->stage(toy_batch(uint64_t(40 + s), 2, 3, kBuckets[bi].seq, 96));
+        }
+        on.train(bi);
+        off.train(bi);
+        CHECK(bitwise_equal(on.grads(), off.grads()));
+        ContextScope a(on.ctx);
+        float l_on = on.steps[bi]->loss();
+        ContextScope b(off.ctx);
+        CHECK(l_on == off.steps[bi]->loss());
+        on.step_update();
+        off.step_update();
+      }
+      CHECK(bitwise_equal(on.params(), off.params()));
+      if (graphs) {
+        for (const char* p : {"train/32", "train/128"}) {
+          CHECK(arena(on, p, true) < arena(on, p, false));
+          CHECK(arena(off, p, true) == arena(on, p, false));  // the same plan, recorded without
+        }
+      }
+    }
+  }
+
+  TEST_CASE("with one segment per layer the arena grows per layer by about one segment input") {
+    const int64_t B = 2, S = 128;
+    std::map<int64_t, size_t> with, without;
+    ToyConfig cfg;
+    cfg.hidden = 64;
+    cfg.intermediate = 256;
+    for (int64_t layers : {2, 4}) {
+      cfg.layers = layers;
+      ToyReplica r(Device::cpu(), cfg, {{S, 1, B}}, OptimizerConfig{}, true, true);
+      with[layers] = arena(r, "train/128", true);
+      without[layers] = arena(r, "train/128", false);
+    }
+    const size_t segment_input = size_t(B * S * cfg.hidden) * sizeof(float);
+    MESSAGE("arena with checkpointing: 2 layers " << with[2] << ", 4 layers " << with[4] << "; without: "
+                                                  << without[2] << ", " << without[4] << "; segment input "
+                                                  << segment_input);
+    CHECK(with[4] - with[2] <= size_t(2 * segment_input * 1.25));
+    // Without checkpointing every layer keeps its activations (norm, gate, up, product, ...).
+    CHECK(without[4] - without[2] >= 2 * 4 * segment_input);
+  }
+
+  TEST_CASE("checkpoint of a segment matches the plain segment, including input gradients") {
+    CpuRuntime rt;
+    Tensor x = param({3, 5}, 1), w = param({4, 5}, 2), v = param({4}, 3);
+    auto segment = [&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{ops::rmsnorm(ops::linear(in[0], w), v, 1e-5f), ops::linear(in[0], w)};
+    };
+    auto plain = [&] {
+      auto o = segment({x});
+      return ops::sum(ops::add(ops::mul(o[0], o[0]), o[1]));
+    };
+    auto checkpointed = [&] {
+      auto o = checkpoint("seg", segment, {x});
+      return ops::sum(ops::add(ops::mul(o[0], o[0]), o[1]));
+    };
+    backward(plain());
+    std::vector<float> gx = x.grad().to_floats(), gw = w.grad().to_floats(), gv = v.grad().to_floats();
+    for (const Tensor& t : {x, w, v}) ops::fill_(t.grad(), 0.0f);
+    backward(checkpointed());
+    CHECK(bitwise_equal(gx, x.grad().to_floats()));
+    CHECK(bitwise_equal(gw, w.grad().to_floats()));
+    CHECK(bitwise_equal(gv, v.grad().to_floats()));
+    // And against finite differences.
+    check_gradients(checkpointed, {x, w, v});
+  }
+}

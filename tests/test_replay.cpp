@@ -1,0 +1,192 @@
+// Record once, replay forever: replay equals eager bit for bit, replay allocates nothing, a sealed
+// runtime refuses to record, and startup refuses a bucket set that does not fit.
+#include "tests/test_util.h"
+#include "tests/toy_replica.h"
+
+namespace dflash::test {
+extern thread_local bool t_counting;
+extern thread_local uint64_t t_allocations;
+}  // namespace dflash::test
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+const std::vector<Bucket> kBuckets = {{16, 1, 2}, {32, 1, 2}, {64, 1, 1}};
+
+OptimizerConfig schedule_config() {
+  OptimizerConfig o;
+  o.lr = 3e-3f;
+  o.weight_decay = 0.01f;
+  o.max_grad_norm = 0.5f;
+  o.warmup_steps = 3;
+  o.total_steps = 24;
+  o.min_lr_ratio = 0.1f;
+  return o;
+}
+
+struct StepLog {
+  std::vector<float> losses, accuracies, norms, lrs;
+};
+
+// Runs `steps` optimizer steps of `micro` micro-batches each, cycling through the buckets.
+StepLog run(ToyReplica& r, int steps, int micro, uint64_t seed) {
+  StepLog log;
+  for (int s = 0; s < steps; ++s) {
+    for (int m = 0; m < micro; ++m) {
+      size_t bi = size_t(s * micro + m) % r.steps.size();
+      const Bucket& b = r.steps[bi]->bucket();
+      {
+        ContextScope scope(r.ctx);
+        r.steps[bi]->stage(toy_batch(seed + uint64_t(s * 100 + m), b.batch, 2, b.seq, 96));
+      }
+      r.train(bi);
+      ContextScope scope(r.ctx);
+      log.losses.push_back(r.steps[bi]->loss());
+      log.accuracies.push_back(r.steps[bi]->accuracy());
+    }
+    r.step_update();
+    ContextScope scope(r.ctx);
+    log.norms.push_back(r.update->grad_norm());
+    log.lrs.push_back(r.update->lr());
+  }
+  return log;
+}
+}  // namespace
+
+TEST_SUITE("replay") {
+  TEST_CASE("replay equals eager bit for bit over 24 optimizer steps in every bucket, with accumulation") {
+    ToyConfig cfg;
+    cfg.layers = 3;
+    for (bool ckpt : {false, true}) {
+      ToyReplica eager(Device::cpu(), cfg, kBuckets, schedule_config(), false, ckpt, nullptr, 0, 2);
+      ToyReplica replay(Device::cpu(), cfg, kBuckets, schedule_config(), true, ckpt, nullptr, 0, 2);
+      CHECK(bitwise_equal(eager.params(), replay.params()));
+      StepLog a = run(eager, 24, 2, 11), b = run(replay, 24, 2, 11);
+      CHECK(bitwise_equal(a.losses, b.losses));
+      CHECK(bitwise_equal(a.accuracies, b.accuracies));
+      CHECK(bitwise_equal(a.norms, b.norms));
+      CHECK(bitwise_equal(a.lrs, b.lrs));
+      CHECK(bitwise_equal(eager.params(), replay.params()));
+      // It trained: the loss fell and the parameters moved.
+      CHECK(b.losses.back() < b.losses.front());
+    }
+  }
+
+  TEST_CASE("the learning rate comes from the step counter inside the update program") {
+    ToyReplica r(Device::cpu(), ToyConfig{}, kBuckets, schedule_config(), true, true);
+    StepLog log = run(r, 24, 1, 5);
+    OptimizerConfig o = schedule_config();
+    for (int s = 0; s < 24; ++s) {
+      double want;
+      if (s < o.warmup_steps) want = o.lr * (s + 1.0) / o.warmup_steps;
+      else {
+        double p = double(s - o.warmup_steps) / double(o.total_steps - 1 - o.warmup_steps);
+        double lo = o.lr * o.min_lr_ratio;
+        want = lo + (o.lr - lo) * 0.5 * (1 + std::cos(M_PI * p));
+      }
+      CHECK(log.lrs[size_t(s)] == doctest::Approx(want).epsilon(1e-6));
+    }
+    CHECK(log.lrs.back() == doctest::Approx(o.lr * o.min_lr_ratio).epsilon(1e-6));
+  }
+
+  TEST_CASE("a program reads only its static inputs: new staged data, new result") {
+    ToyReplica r(Device::cpu(), ToyConfig{}, kBuckets, schedule_config(), true, true);
+    ToyReplica e(Device::cpu(), ToyConfig{}, kBuckets, schedule_config(), false, true);
+    for (uint64_t seed : {1, 2, 3}) {
+      for (ToyReplica* x : {&r, &e}) {
+        ContextScope scope(x->ctx);
+        x->steps[1]->stage(toy_batch(seed, 2, 5, 32, 96));
+      }
+      r.train(1);
+      e.train(1);
+      ContextScope s1(r.ctx);
+      float loss_replayed = r.steps[1]->loss();
+      ContextScope s2(e.ctx);
+      CHECK(loss_replayed == e.steps[1]->loss());
+    }
+  }
+
+  TEST_CASE("replay makes no allocation of any kind across 100 replays") {
+    ToyReplica r(Device::cpu(), ToyConfig{}, kBuckets, schedule_config(), true, true);
+    {
+      ContextScope scope(r.ctx);
+      for (auto& s : r.steps) s->stage(toy_batch(3, s->bucket().batch, 2, s->bucket().seq, 96));
+    }
+    const Program& update = r.engine->program("update");
+    uint64_t runtime_before = alloc_counters().total();
+    t_allocations = 0;
+    t_counting = true;
+    for (int i = 0; i < 100; ++i) {
+      r.engine->program("train/" + std::to_string(r.steps[size_t(i) % 3]->bucket().seq)).replay();
+      update.replay();
+    }
+    t_counting = false;
+    CHECK(alloc_counters().total() == runtime_before);
+    CHECK(t_allocations == 0);
+    // The hook does see allocations when there are some.
+    t_counting = true;
+    std::vector<int>* probe = new std::vector<int>(10);
+    t_counting = false;
+    delete probe;
+    CHECK(t_allocations >= 1);
+  }
+}
+
+TEST_SUITE("seal") {
+  TEST_CASE("a sealed runtime refuses to record, capture or allocate, naming the op") {
+    ToyReplica r(Device::cpu(), ToyConfig{}, kBuckets, schedule_config(), true, true);
+    ContextScope scope(r.ctx);
+    CHECK(r.ctx.sealed());
+    ToyStep* step = r.steps[0].get();
+    CHECK_THROWS_WITH_AS(record_program(r.ctx, "late", [&] { step->train(true); }),
+                         doctest::Contains("buckets are fixed at startup"), Error);
+    CHECK_THROWS_WITH_AS(plan_program(r.ctx, "late", [&] { step->train(true); }),
+                         doctest::Contains("after the runtime was sealed"), Error);
+    CHECK_THROWS_WITH_AS(Tensor::empty({4}, DType::f32), doctest::Contains("buckets are fixed at startup"), Error);
+    try {
+      ops::rmsnorm(r.model->params().get("norm"), r.model->params().get("norm"), 1e-5f);
+      FAIL("an op ran on a sealed runtime");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("op 'rmsnorm'") != std::string::npos);
+    }
+    CHECK_THROWS_WITH_AS(Tensor::persistent({4}, DType::f32), doctest::Contains("persistent allocation"), Error);
+    CHECK_THROWS_WITH_AS(r.engine->add("late", Bucket{}, [](bool) {}, false),
+                         doctest::Contains("added after the runtime was sealed"), Error);
+    // Replay still works.
+    r.engine->program("update").replay();
+  }
+
+  TEST_CASE("startup refuses a bucket set that does not fit, with the numbers") {
+    ToyReplica r(Device::cpu(), ToyConfig{}, kBuckets, schedule_config(), true, true, nullptr, 0, 1, false);
+    try {
+      r.build_programs(1000);
+      FAIL("the bucket set was accepted");
+    } catch (const Error& e) {
+      std::string m = e.what();
+      CHECK(m.find("does not fit") != std::string::npos);
+      CHECK(m.find("train/64") != std::string::npos);
+      CHECK(m.find("1000 bytes") != std::string::npos);
+      CHECK(m.find("turn checkpointing on") != std::string::npos);
+    }
+    CHECK_FALSE(r.ctx.sealed());
+  }
+
+  TEST_CASE("a temporary that outlives its recording is refused") {
+    CpuRuntime rt;
+    Tensor leaked;
+    CHECK_THROWS_WITH_AS(plan_program(rt.ctx, "leaky", [&] { leaked = Tensor::empty({8}, DType::f32); }),
+                         doctest::Contains("outlived the recording"), Error);
+    leaked = Tensor();
+    CHECK_THROWS_WITH_AS(plan_program(rt.ctx, "host", [&] {
+                           Tensor p = Tensor::persistent({2}, DType::f32);
+                         }),
+                         doctest::Contains("create parameters, optimizer state and static inputs/outputs before"), Error);
+    Tensor w = param({2, 2}, 1), x = randn({3, 2}, 2);
+    CHECK_THROWS_WITH_AS(plan_program(rt.ctx, "no-backward", [&] { Tensor y = ops::linear(x, w); }),
+                         doctest::Contains("still on the tape"), Error);
+    // The context is usable again after each refusal.
+    CHECK(rt.ctx.mode() == Mode::eager);
+    CHECK(plan_program(rt.ctx, "ok", [&] { Tensor t = Tensor::empty({8}, DType::f32); }).arena_bytes == 64);
+  }
+}
