@@ -1,6 +1,143 @@
-// dflash-bench: the trainer's command line (filled in by the trainer issue).
+// dflash-bench: measured figures. `workers` times the toy model's recorded train+update step on
+// 1 and 2 CPU worker threads (throughput must scale: nothing on the replay path takes a global
+// lock); `toy` times replay of the toy model's step on one device (CUDA when available).
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
-int main() {
-  std::puts("dflash-bench: not built yet");
-  return 1;
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graphs/worker.h"
+#include "model/toy_worker.h"
+#include "runtime/comm.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+using namespace dflash;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+ToyConfig bench_model() {
+  ToyConfig c;
+  c.vocab = 4096;
+  c.hidden = 256;
+  c.intermediate = 768;
+  c.layers = 4;
+  return c;
+}
+
+// Steps per second of `world` CPU workers each replaying train + update (one micro-batch each).
+double worker_throughput(int world, int steps, const Bucket& bucket) {
+  ToyConfig cfg = bench_model();
+  int64_t n;
+  {
+    Context probe(Device::cpu());
+    ContextScope s(probe);
+    n = ToyLM(cfg).params().padded_numel();
+  }
+  ThreadCommunicator comm(world, n);
+  std::vector<std::unique_ptr<ToyReplica>> replicas;
+  for (int r = 0; r < world; ++r) {
+    replicas.push_back(std::make_unique<ToyReplica>(Device::cpu(r), cfg, std::vector<Bucket>{bucket},
+                                                    OptimizerConfig{}, true, true, &comm, r, 1, false));
+    comm.register_buffer(r, replicas.back()->model->params().flat_grads().data<float>());
+    replicas.back()->build_programs(size_t(1) << 40);
+    ContextScope scope(replicas.back()->ctx);
+    replicas.back()->steps[0]->stage(toy_batch(uint64_t(r), bucket.batch, bucket.seq, bucket.seq, cfg.vocab));
+  }
+  std::vector<std::unique_ptr<WorkerThread>> threads;
+  for (auto& rep : replicas) {
+    ToyReplica* p = rep.get();
+    threads.push_back(std::make_unique<WorkerThread>([p] {
+      p->engine->program("train/" + std::to_string(p->steps[0]->bucket().seq)).replay();
+      p->engine->program("update").replay();
+    }));
+  }
+  auto run = [&](int k) {
+    for (int i = 0; i < k; ++i) {
+      for (auto& t : threads) t->start();
+      for (auto& t : threads) t->wait();
+    }
+  };
+  run(2);  // warm-up
+  auto t0 = Clock::now();
+  run(steps);
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return double(steps) / s;
+}
+
+int cmd_workers(int steps) {
+  Bucket bucket{256, 1, 4};
+  std::printf("toy model: hidden 256, intermediate 768, 4 layers, vocab 4096; bucket seq %lld batch %lld; "
+              "checkpointing on; %d steps\n",
+              (long long)bucket.seq, (long long)bucket.batch, steps);
+  double one = worker_throughput(1, steps, bucket);
+  double two = worker_throughput(2, steps, bucket);
+  double seq_per_step = double(bucket.batch);
+  std::printf("%-10s %12s %16s\n", "workers", "steps/s", "sequences/s");
+  std::printf("%-10d %12.2f %16.1f\n", 1, one, one * seq_per_step);
+  std::printf("%-10d %12.2f %16.1f\n", 2, two, 2 * two * seq_per_step);
+  double scale = 2 * two / one;
+  std::printf("2-worker throughput / 1-worker throughput: %.2fx\n", scale);
+  std::printf("{\"bench\":\"workers\",\"one_worker_seq_per_s\":%.2f,\"two_worker_seq_per_s\":%.2f,\"scaling\":%.3f}\n",
+              one * seq_per_step, 2 * two * seq_per_step, scale);
+  return 0;
+}
+
+int cmd_toy(int steps, bool cuda) {
+  Device dev = cuda ? Device::cuda(0) : Device::cpu();
+  ToyConfig cfg = bench_model();
+  std::vector<Bucket> buckets = {{512, 1, 8}, {2048, 1, 2}};
+  auto t0 = Clock::now();
+  ToyReplica r(dev, cfg, buckets, OptimizerConfig{}, true, true);
+  double startup = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::printf("toy model on %s, startup (record %zu programs) %.1f ms\n", dev.str().c_str(), buckets.size() + 1, startup);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    {
+      ContextScope scope(r.ctx);
+      r.steps[i]->stage(toy_batch(1, buckets[i].batch, buckets[i].seq, buckets[i].seq, cfg.vocab));
+    }
+    std::vector<double> ms;
+    for (int k = 0; k < steps + 3; ++k) {
+      auto a = Clock::now();
+      r.train(i);
+      r.step_update();
+      if (k >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("bucket seq %lld batch %lld: median step %.3f ms (train + update, host-synchronised)\n",
+                (long long)buckets[i].seq, (long long)buckets[i].batch, ms[ms.size() / 2]);
+  }
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string cmd = argc > 1 ? argv[1] : "";
+    int steps = 20;
+    bool cuda = false;
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
+      else if (a == "--cuda") cuda = true;
+      else {
+        std::fprintf(stderr, "dflash-bench: unknown argument '%s'\n", a.c_str());
+        return 2;
+      }
+    }
+    if (cmd == "workers") return cmd_workers(steps);
+    if (cmd == "toy") return cmd_toy(steps, cuda);
+    std::fprintf(stderr,
+                 "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
+                 "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dflash-bench: %s\n", e.what());
+    return 1;
+  }
 }

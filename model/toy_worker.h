@@ -1,5 +1,6 @@
-// Test harness: one worker's toy-model replica (context, model, optimizer, bucket steps, update)
-// run either recorded (graphs) or eagerly, plus a deterministic batch generator.
+// One worker's toy-model replica (context, model, optimizer, bucket steps, update) run either
+// recorded (graphs) or eagerly, plus a deterministic batch generator. Used by the runtime's
+// tests, the GPU check and dflash-bench.
 #pragma once
 #include <memory>
 #include <random>
@@ -10,7 +11,7 @@
 #include "model/toy_lm.h"
 #include "runtime/autograd.h"
 
-namespace dflash::test {
+namespace dflash {
 
 struct ToyReplica {
   Context ctx;
@@ -89,4 +90,4 @@ inline std::vector<std::vector<int32_t>> toy_batch(uint64_t seed, int64_t count,
   return out;
 }
 
-}  // namespace dflash::test
+}  // namespace dflash

@@ -1,0 +1,83 @@
+// Formatting of the startup report.
+#include "graphs/startup_report.h"
+
+#include <cstdio>
+
+#include "runtime/fileio.h"
+
+namespace dflash {
+
+std::string human_bytes(size_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+StartupReport make_startup_report(const Engine& engine, int workers, double startup_ms) {
+  StartupReport r;
+  r.device = engine.context().device().str();
+  r.workers = workers;
+  r.persistent_bytes = engine.context().persistent_bytes();
+  r.arena_bytes = engine.arena_bytes();
+  r.startup_ms = startup_ms;
+  r.programs = engine.report();
+  return r;
+}
+
+std::string format_startup_table(const StartupReport& r) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s %6s %7s %5s %8s %12s %14s %9s\n", "program", "seq", "anchors", "batch",
+                "kernels", "arena", "arena no-ckpt", "record ms");
+  out += line;
+  for (const ProgramReport& p : r.programs) {
+    std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9.1f\n", p.name.c_str(),
+                  (long long)p.bucket.seq, (long long)p.bucket.anchors, (long long)p.bucket.batch, p.kernels,
+                  human_bytes(p.arena_bytes).c_str(), human_bytes(p.arena_bytes_without_checkpointing).c_str(),
+                  p.record_ms);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "device %s, %d worker(s); per worker: arena %s (shared by all programs), "
+                "persistent %s; startup %.0f ms\n",
+                r.device.c_str(), r.workers, human_bytes(r.arena_bytes).c_str(), human_bytes(r.persistent_bytes).c_str(),
+                r.startup_ms);
+  out += line;
+  return out;
+}
+
+nlohmann::json startup_json(const StartupReport& r) {
+  nlohmann::json j;
+  j["device"] = r.device;
+  j["workers"] = r.workers;
+  j["persistent_bytes"] = r.persistent_bytes;
+  j["arena_bytes"] = r.arena_bytes;
+  j["startup_ms"] = r.startup_ms;
+  j["buckets"] = nlohmann::json::array();
+  j["programs"] = nlohmann::json::array();
+  for (const ProgramReport& p : r.programs) {
+    nlohmann::json e = {{"name", p.name},
+                        {"seq", p.bucket.seq},
+                        {"anchors", p.bucket.anchors},
+                        {"batch", p.bucket.batch},
+                        {"kernels", p.kernels},
+                        {"arena_bytes", p.arena_bytes},
+                        {"arena_bytes_without_checkpointing", p.arena_bytes_without_checkpointing},
+                        {"record_ms", p.record_ms}};
+    j["programs"].push_back(e);
+    if (p.name.rfind("train/", 0) == 0) j["buckets"].push_back(e);
+  }
+  return j;
+}
+
+void write_startup_json(const std::filesystem::path& dump_folder, const StartupReport& r) {
+  write_file_atomic(dump_folder / "startup.json", startup_json(r).dump(2) + "\n");
+}
+
+}  // namespace dflash

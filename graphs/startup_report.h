@@ -1,0 +1,31 @@
+// The startup report: what was recorded per bucket (kernels, arena with and without
+// checkpointing, record time) plus persistent bytes, as a printed table and as startup.json.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "graphs/engine.h"
+
+namespace dflash {
+
+struct StartupReport {
+  std::string device;
+  int workers = 1;
+  size_t persistent_bytes = 0;  // per worker
+  size_t arena_bytes = 0;       // per worker (the largest program)
+  double startup_ms = 0;
+  std::vector<ProgramReport> programs;
+};
+
+StartupReport make_startup_report(const Engine& engine, int workers, double startup_ms);
+std::string format_startup_table(const StartupReport& r);
+nlohmann::json startup_json(const StartupReport& r);
+// Writes <dump_folder>/startup.json atomically.
+void write_startup_json(const std::filesystem::path& dump_folder, const StartupReport& r);
+
+std::string human_bytes(size_t bytes);
+
+}  // namespace dflash
