@@ -87,6 +87,28 @@ void normalize_weights(const float* w, int64_t n, float eps, float* out);
 // out[0] = sum_i [argmax_i == label_i] [w_i > 0.5] / (sum_i w_i + eps).
 void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float* w, int64_t n, float eps, float* out);
 
+// dflash_batch.cpp: the DFlash step's data-side tensors (DFLASH.md), computed inside the program
+// from its static inputs. T = N * bs draft slots per sequence.
+struct DFlashDims {
+  int64_t B, S, N, bs;
+  int32_t mask_token_id;
+  float gamma;  // loss decay; <= 0: off
+};
+// input_ids, loss_mask [B,S]; anchors, keep [B,N] ->
+//   noise_ids [B,T]: slot 0 of a kept block = input_ids[anchor], else mask_token_id;
+//   q_pos [B,T] = anchor + k; k_pos [B,S+T] = 0..S-1 then anchor + k;
+//   labels [B,T] = input_ids[anchor + k] (-1 when anchor + k >= S);
+//   w [B,T] = keep [anchor+k < S] [k > 0] loss_mask[anchor+k]; lw = w exp(-(k-1)/gamma).
+void dflash_prepare(const int32_t* input_ids, const int32_t* loss_mask, const int32_t* anchors, const int32_t* keep,
+                    const DFlashDims& d, int32_t* noise_ids, int32_t* q_pos, int32_t* k_pos, int32_t* labels, float* w,
+                    float* lw);
+// Sums over the micro-batch, in a fixed order: out[0] = sum lw ce, out[1] = sum lw,
+// out[2] = hits (argmax == label, w > 0.5), out[3] = sum w, out[4] = sum over kept blocks of
+// tau_block (1 + leading slots k >= 1 with a hit), out[5] = kept blocks, out[6] = slots with w > 0.5.
+constexpr int kDFlashSums = 7;
+void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* labels, const float* w, const float* lw,
+                    const int32_t* keep, const DFlashDims& d, float* out);
+
 // optimizer.cpp
 // out[0] = sqrt(sum g^2), accumulated in double in index order.
 void grad_norm(const float* g, int64_t n, float* out);

@@ -1,0 +1,125 @@
+// Drafter: parameters, initialisation and the forward pass.
+#include "model/drafter.h"
+
+#include <cmath>
+#include <random>
+
+#include "graphs/checkpoint.h"
+#include "runtime/context.h"
+
+namespace dflash {
+
+namespace {
+std::string P(int64_t l, const char* name) { return "layers." + std::to_string(l) + "." + name; }
+}  // namespace
+
+void validate_drafter_spec(const DrafterSpec& s) {
+  DF_CHECK(s.hidden_size > 0 && s.intermediate_size > 0 && s.num_hidden_layers > 0 && s.num_attention_heads > 0 &&
+               s.num_key_value_heads > 0 && s.head_dim > 0 && s.vocab_size > 0,
+           "drafter: every dimension must be positive (hidden " << s.hidden_size << ", intermediate "
+                                                                << s.intermediate_size << ", layers "
+                                                                << s.num_hidden_layers << ", heads "
+                                                                << s.num_attention_heads << "/" << s.num_key_value_heads
+                                                                << ", head_dim " << s.head_dim << ")");
+  DF_CHECK(s.num_attention_heads % s.num_key_value_heads == 0,
+           "drafter: num_attention_heads " << s.num_attention_heads << " is not a multiple of num_key_value_heads "
+                                           << s.num_key_value_heads);
+  DF_CHECK(s.head_dim % 2 == 0, "drafter: head_dim " << s.head_dim << " must be even (rotary embedding)");
+  DF_CHECK(s.mask_token_id >= 0 && s.mask_token_id < s.vocab_size,
+           "drafter.mask_token_id = " << s.mask_token_id << " is outside the target's vocabulary [0, " << s.vocab_size
+                                      << "); pick an id the tokenizer never emits");
+  DF_CHECK(!s.target_layer_ids.empty(), "drafter: no target layers to read features from");
+  for (int64_t id : s.target_layer_ids)
+    DF_CHECK(id >= 0 && id < s.num_target_layers,
+             "target.layer_ids holds " << id << " but the target has layers 0.." << s.num_target_layers - 1);
+  DF_CHECK(s.block_size >= 2, "drafter.block_size = " << s.block_size << ": a block needs at least 2 slots");
+}
+
+Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head)
+    : spec_(spec), embed_(std::move(embed_tokens)), lm_head_(std::move(lm_head)) {
+  validate_drafter_spec(spec_);
+  DF_CHECK(embed_.dim(0) == spec_.vocab_size && embed_.dim(1) == spec_.hidden_size,
+           "drafter: the target's embedding " << embed_.describe() << " does not match the drafter's vocab "
+                                              << spec_.vocab_size << " and hidden size " << spec_.hidden_size
+                                              << "; the drafter's hidden size must equal the target's");
+  DF_CHECK(lm_head_.shape() == embed_.shape(), "drafter: the target's lm_head " << lm_head_.describe()
+                                                                                << " and embedding " << embed_.describe()
+                                                                                << " differ in shape");
+  params_ = std::make_unique<ParameterStore>(drafter_param_specs(spec_));
+  const int64_t half = spec_.head_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    inv[size_t(i)] = float(1.0 / std::pow(spec_.rope_theta, double(2 * i) / double(spec_.head_dim)));
+  inv_freq_ = Tensor::from_floats({half}, inv, "drafter.inv_freq");
+  init_random(0, 0.02);
+}
+
+void Drafter::init_random(uint64_t seed, double std) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, std);
+  for (const ParamSpec& p : params_->specs()) {
+    std::vector<float> v(size_t(p.shape.numel()));
+    for (float& x : v) x = p.shape.ndim == 1 ? 1.0f : float(normal(rng));
+    params_->master(p.name).copy_from_host(v.data(), v.size() * sizeof(float));
+  }
+  params_->sync_compute_copy();
+}
+
+Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
+                      const Tensor& anchors, const Tensor& keep, int64_t S) const {
+  const ParameterStore& p = *params_;
+  const float eps = float(spec_.rms_norm_eps);
+  const int64_t B = h.dim(0), T = h.dim(1), nh = spec_.num_attention_heads, nkv = spec_.num_key_value_heads,
+                hd = spec_.head_dim;
+  Tensor x = ops::rmsnorm(h, p.get(P(l, "input_layernorm.weight")), eps);                        // (B, T, H)
+  Tensor q = ops::linear(x, p.get(P(l, "self_attn.q_proj.weight"))).reshape({B, T, nh, hd});
+  q = ops::rope(ops::rmsnorm(q, p.get(P(l, "self_attn.q_norm.weight")), eps), q_pos, inv_freq_);  // (B, T, nh, hd)
+  Tensor kv_in = ops::concat(context, x, 1);                                                    // (B, S+T, H)
+  Tensor k = ops::linear(kv_in, p.get(P(l, "self_attn.k_proj.weight"))).reshape({B, S + T, nkv, hd});
+  k = ops::rope(ops::rmsnorm(k, p.get(P(l, "self_attn.k_norm.weight")), eps), k_pos, inv_freq_);  // (B, S+T, nkv, hd)
+  Tensor v = ops::linear(kv_in, p.get(P(l, "self_attn.v_proj.weight"))).reshape({B, S + T, nkv, hd});
+  ops::Attention a = ops::dflash_attention(q, k, v, anchors, keep, S, spec_.block_size,
+                                           float(1.0 / std::sqrt(double(hd))));
+  Tensor h1 = ops::add(h, ops::linear(a.out.reshape({B, T, nh * hd}), p.get(P(l, "self_attn.o_proj.weight"))));
+  Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps);
+  Tensor mlp = ops::swiglu(ops::linear(y, p.get(P(l, "mlp.gate_proj.weight"))), ops::linear(y, p.get(P(l, "mlp.up_proj.weight"))));
+  return ops::add(h1, ops::linear(mlp, p.get(P(l, "mlp.down_proj.weight"))));
+}
+
+DrafterOutputs Drafter::forward(const DrafterInputs& in, bool checkpointing, int64_t chunk_rows) const {
+  const ParameterStore& p = *params_;
+  const int64_t B = in.input_ids.dim(0), S = in.input_ids.dim(1), N = in.anchors.dim(1), H = spec_.hidden_size;
+  const int64_t T = N * spec_.block_size;
+  DF_CHECK(in.target_hidden.dim(0) == B && in.target_hidden.dim(1) == S &&
+               in.target_hidden.shape().last() == spec_.num_features() * H,
+           "drafter: target_hidden " << in.target_hidden.describe() << " must be [" << B << ", " << S << ", "
+                                     << spec_.num_features() * H << "] (F = " << spec_.num_features()
+                                     << " target layers of hidden size " << H << ")");
+  DrafterOutputs out;
+  out.prepared = dflash_prepare(in.input_ids, in.loss_mask, in.anchors, in.keep, spec_.block_size,
+                                spec_.mask_token_id, spec_.loss_decay_gamma);
+  const DFlashPrepared& prep = out.prepared;
+  const float eps = float(spec_.rms_norm_eps);
+  Tensor context = ops::rmsnorm(ops::linear(in.target_hidden, p.get("fc.weight")), p.get("hidden_norm.weight"), eps);
+  Tensor h = ops::embedding(embed_, prep.noise_ids);  // (B, T, H)
+  for (int64_t l = 0; l < spec_.num_hidden_layers; ++l) {
+    if (checkpointing) {
+      Tensor q_pos = prep.q_pos, k_pos = prep.k_pos, anchors = in.anchors, keep = in.keep;
+      auto segment = [this, l, q_pos, k_pos, anchors, keep, S](const std::vector<Tensor>& x) {
+        return std::vector<Tensor>{layer(l, x[0], x[1], q_pos, k_pos, anchors, keep, S)};
+      };
+      h = checkpoint("drafter_layer", segment, {h, context})[0];
+    } else {
+      h = layer(l, h, context, prep.q_pos, prep.k_pos, in.anchors, in.keep, S);
+    }
+  }
+  out.output = ops::rmsnorm(h, p.get("norm.weight"), eps);  // (B, T, H)
+  Tensor weights = ops::normalize_weights(prep.lw.reshape({B * T}));
+  out.ce = ops::linear_cross_entropy(out.output.reshape({B * T, H}), lm_head_, prep.labels.reshape({B * T}), weights,
+                                     chunk_rows);
+  out.loss = out.ce.loss;
+  out.sums = dflash_metrics(out.ce.ce, out.ce.argmax, prep, in.keep, spec_.block_size);
+  return out;
+}
+
+}  // namespace dflash

@@ -1,0 +1,55 @@
+// The DFlash drafter (DFLASH.md, "The drafter forward"): context features from the target's
+// layers, noise blocks embedded with the target's frozen embedding, layers of block-sparse
+// attention over [context; draft] plus a SiLU-gated MLP, a final norm, and the fused frozen
+// lm_head cross-entropy with DFlash's loss weights. One recompute segment per layer.
+#pragma once
+#include <memory>
+
+#include "model/dflash_ops.h"
+#include "model/drafter_spec.h"
+#include "runtime/ops.h"
+
+namespace dflash {
+
+// A micro-batch as the program sees it (all on the device; i32 unless noted).
+struct DrafterInputs {
+  Tensor input_ids;      // [B, S]
+  Tensor loss_mask;      // [B, S] (0/1)
+  Tensor anchors, keep;  // [B, N]
+  Tensor target_hidden;  // f32/bf16 [B, S, F*H]
+};
+
+struct DrafterOutputs {
+  Tensor loss;     // f32 [1]: sum lw CE / (sum lw + 1e-6), differentiable
+  Tensor sums;     // f32 [7]: see dflash_metrics
+  Tensor output;   // [B, T, H] after the final norm
+  ops::LinearCrossEntropy ce;  // per-slot ce and argmax, [B*T]
+  DFlashPrepared prepared;
+};
+
+class Drafter {
+ public:
+  // embed_tokens and lm_head [V, H] are the target's, frozen.
+  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head);
+
+  // Linear weights ~ N(0, std^2) (seeded), norm weights 1. Eager, before recording.
+  void init_random(uint64_t seed, double std);
+
+  DrafterOutputs forward(const DrafterInputs& in, bool checkpointing, int64_t chunk_rows) const;
+
+  ParameterStore& params() { return *params_; }
+  const ParameterStore& params() const { return *params_; }
+  const DrafterSpec& spec() const { return spec_; }
+
+ private:
+  Tensor layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
+               const Tensor& anchors, const Tensor& keep, int64_t S) const;
+  DrafterSpec spec_;
+  Tensor embed_, lm_head_, inv_freq_;
+  std::unique_ptr<ParameterStore> params_;
+};
+
+// Checks a spec against the target's dims and itself; messages name the keys and the fix.
+void validate_drafter_spec(const DrafterSpec& spec);
+
+}  // namespace dflash

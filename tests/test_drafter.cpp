@@ -1,0 +1,156 @@
+// The DFlash drafter against the golden float64 reference: one step's loss, accuracy, tau
+// estimate, per-slot CE, weights, labels, argmax, output, logits and every parameter gradient,
+// eager and recorded, with and without checkpointing; then one AdamW step.
+#include "graphs/program.h"
+#include "model/drafter.h"
+#include "runtime/safetensors.h"
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+DrafterSpec golden_spec() {
+  DrafterSpec s;
+  s.hidden_size = 64;
+  s.intermediate_size = 128;
+  s.num_hidden_layers = 2;
+  s.num_attention_heads = 4;
+  s.num_key_value_heads = 2;
+  s.head_dim = 16;
+  s.vocab_size = 320;
+  s.rms_norm_eps = 1e-6;
+  s.rope_theta = 10000.0;
+  s.max_position_embeddings = 256;
+  s.block_size = 4;
+  s.mask_token_id = 319;
+  s.target_layer_ids = {1, 2};
+  s.num_target_layers = 4;
+  s.loss_decay_gamma = 4.0;
+  return s;
+}
+
+struct Golden {
+  SafeTensors target{golden_dir() / "target-qwen3" / "model.safetensors"};
+  SafeTensors init{golden_dir() / "drafter_init.safetensors"};
+  SafeTensors batch{golden_dir() / "batch.safetensors"};
+  SafeTensors expected{golden_dir() / "expected.safetensors"};
+};
+
+std::unique_ptr<Drafter> golden_drafter(const Golden& g) {
+  auto d = std::make_unique<Drafter>(golden_spec(), g.target.load("model.embed_tokens.weight", DType::f32),
+                                     g.target.load("lm_head.weight", DType::f32));
+  for (const ParamSpec& p : d->params().specs()) {
+    std::vector<float> v = g.init.read_floats(p.name);
+    REQUIRE(int64_t(v.size()) == p.shape.numel());
+    d->params().master(p.name).copy_from_host(v.data(), v.size() * 4);
+  }
+  return d;
+}
+
+DrafterInputs golden_inputs(const Golden& g) {
+  return {g.batch.load("input_ids", DType::i32), g.batch.load("loss_mask", DType::i32),
+          g.batch.load("anchors", DType::i32), g.batch.load("keep", DType::i32),
+          g.batch.load("target_hidden", DType::f32)};
+}
+
+void check_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-4) {
+  INFO(what << ": rel err " << rel_err(got, want));
+  CHECK(rel_err(got, want) <= tol);
+}
+}  // namespace
+
+TEST_SUITE("drafter") {
+  TEST_CASE("one step reproduces the golden loss, metrics, outputs and every gradient") {
+    CpuRuntime rt;
+    Golden g;
+    for (bool recorded : {false, true})
+      for (bool ckpt : {false, true}) {
+        CAPTURE(recorded);
+        CAPTURE(ckpt);
+        auto d = golden_drafter(g);
+        DrafterInputs in = golden_inputs(g);
+        Tensor loss = Tensor::persistent({1}, DType::f32), sums = Tensor::persistent({7}, DType::f32);
+        Tensor out = Tensor::persistent({2, 20, 64}, DType::f32), logits = Tensor::persistent({2, 20, 320}, DType::f32);
+        Tensor ce = Tensor::persistent({40}, DType::f32), lw = Tensor::persistent({40}, DType::f32);
+        Tensor labels = Tensor::persistent({40}, DType::i32), argmax = Tensor::persistent({40}, DType::i32);
+        Tensor head = g.target.load("lm_head.weight", DType::f32);
+        auto body = [&] {
+          DrafterOutputs o = d->forward(in, ckpt, 16);
+          {
+            NoGrad ng;
+            ops::copy_(logits, ops::linear(o.output, head));
+          }
+          backward(o.loss);
+          ops::copy_(loss, o.loss);
+          ops::copy_(sums, o.sums);
+          ops::copy_(out, o.output);
+          ops::copy_(ce, o.ce.ce);
+          ops::copy_(argmax, o.ce.argmax);
+          ops::copy_(lw, o.prepared.lw.reshape({40}));
+          ops::copy_(labels, o.prepared.labels.reshape({40}));
+        };
+        if (recorded) {
+          rt.ctx.reserve_arena(plan_program(rt.ctx, "golden", body).arena_bytes);
+          record_program(rt.ctx, "golden", body).replay();
+        } else {
+          body();
+        }
+        std::vector<float> s = sums.to_floats();
+        CHECK(loss.item() == doctest::Approx(4.011123093258535).epsilon(1e-5));
+        CHECK(s[0] / (s[1] + 1e-6) == doctest::Approx(4.011123093258535).epsilon(1e-5));
+        CHECK(s[2] / (s[3] + 1e-6) == doctest::Approx(0.3043478128544429).epsilon(1e-5));
+        CHECK(s[4] / s[5] == doctest::Approx(1.625).epsilon(1e-6));
+        check_close("ce", ce.to_floats(), g.expected.read_floats("ce"));
+        check_close("loss_weights", lw.to_floats(), g.expected.read_floats("loss_weights"));
+        CHECK(labels.to_ints() == g.expected.read_ints("labels"));
+        CHECK(argmax.to_ints() == g.expected.read_ints("argmax"));
+        check_close("drafter_output", out.to_floats(), g.expected.read_floats("drafter_output"));
+        check_close("logits", logits.to_floats(), g.expected.read_floats("logits"));
+        for (const ParamSpec& p : d->params().specs())
+          check_close("grad." + p.name, d->params().grad(p.name).to_floats(), g.expected.read_floats("grad." + p.name));
+      }
+  }
+
+  TEST_CASE("one AdamW step from the golden gradient reproduces after_adamw") {
+    CpuRuntime rt;
+    Golden g;
+    auto d = golden_drafter(g);
+    DrafterOutputs o = d->forward(golden_inputs(g), true, 1024);
+    backward(o.loss);
+    OptimizerConfig c;
+    c.lr = 1e-3f;
+    c.weight_decay = 0.1f;
+    c.max_grad_norm = 0;
+    AdamWOptimizer opt(d->params(), c);
+    Tensor stats = Tensor::persistent({2}, DType::f32);
+    opt.update(1.0f, stats);
+    for (const ParamSpec& p : d->params().specs())
+      check_close("after_adamw." + p.name, d->params().master(p.name).to_floats(),
+                  g.expected.read_floats("after_adamw." + p.name));
+  }
+
+  TEST_CASE("drafter spec errors name the key and the fix") {
+    CpuRuntime rt;
+    DrafterSpec s = golden_spec();
+    s.mask_token_id = 320;
+    CHECK_THROWS_WITH_AS(validate_drafter_spec(s), doctest::Contains("drafter.mask_token_id = 320 is outside"), Error);
+    s = golden_spec();
+    s.target_layer_ids = {1, 4};
+    CHECK_THROWS_WITH_AS(validate_drafter_spec(s), doctest::Contains("target.layer_ids holds 4"), Error);
+    s = golden_spec();
+    s.num_key_value_heads = 3;
+    CHECK_THROWS_WITH_AS(validate_drafter_spec(s), doctest::Contains("not a multiple of num_key_value_heads"), Error);
+    s = golden_spec();
+    Tensor small = Tensor::persistent({320, 32}, DType::f32);
+    CHECK_THROWS_WITH_AS(Drafter(s, small, small), doctest::Contains("must equal the target's"), Error);
+  }
+
+  TEST_CASE("default target layer ids follow DFLASH.md") {
+    CHECK(default_target_layer_ids(36, 1) == std::vector<int64_t>{18});
+    CHECK(default_target_layer_ids(36, 5) == std::vector<int64_t>{1, 9, 17, 25, 33});
+    CHECK(default_target_layer_ids(4, 2) == std::vector<int64_t>{1, 1});
+    // round(1 + 1*(10-4)/4) = round(2.5) = 2 (ties to even), round(1 + 3*6/4) = round(5.5) = 6.
+    CHECK(default_target_layer_ids(10, 5) == std::vector<int64_t>{1, 2, 4, 6, 7});
+  }
+}
