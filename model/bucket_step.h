@@ -1,0 +1,61 @@
+// One bucket's programs for the DFlash drafter, over fixed buffers: the target forward (online
+// mode), the training step and the eval step. The host stages a micro-batch into the staging
+// buffers; each program begins by copying them in and ends by copying its results out.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "graphs/buckets.h"
+#include "graphs/static_io.h"
+#include "model/drafter.h"
+
+namespace dflash {
+
+class Target;
+
+// A micro-batch on the host, laid out as the program's static inputs (row-major, padded).
+struct HostBatch {
+  std::vector<int32_t> input_ids;  // [B*S], padding 0
+  std::vector<int32_t> loss_mask;  // [B*S], padding 0
+  std::vector<int32_t> anchors;    // [B*N]
+  std::vector<int32_t> keep;       // [B*N]
+  std::vector<float> hidden;       // [B*S*F*H] (offline mode only), padding 0
+  int64_t real_tokens = 0;         // unpadded tokens of the micro-batch's sequences
+  int64_t sequences = 0;
+  void resize(const Bucket& b, int64_t feature_width, bool offline);
+};
+
+// What one replay reports (read after the program ran).
+struct StepResult {
+  float loss = 0;      // the micro-batch's objective
+  double sums[7] = {};  // dflash_metrics sums
+  double accuracy() const { return sums[2] / (sums[3] + 1e-6); }
+  double tau() const { return sums[5] > 0 ? sums[4] / sums[5] : 0.0; }
+};
+
+class BucketStep {
+ public:
+  // target: the frozen target for online mode, or null (offline: hidden states are staged).
+  BucketStep(const Drafter& drafter, const Target* target, const Bucket& bucket, int64_t chunk_rows);
+
+  void stage(const HostBatch& batch) const;  // host copies into the staging buffers
+  void target_body() const;                  // online: ids -> target features (static)
+  void train_body(bool checkpointing) const; // forward, loss, backward (grads +=), results
+  void eval_body() const;                    // forward only (no grads), results
+  StepResult result() const;                 // after replay (synchronize first on a GPU)
+
+  const Bucket& bucket() const { return bucket_; }
+  bool online() const { return target_ != nullptr; }
+
+ private:
+  void forward_and_report(bool train, bool checkpointing) const;
+  const Drafter& drafter_;
+  const Target* target_;
+  Bucket bucket_;
+  int64_t chunk_rows_;
+  StaticIO io_, target_io_;
+  Tensor input_ids_, loss_mask_, anchors_, keep_, hidden_, out_;
+  Tensor target_ids_;
+};
+
+}  // namespace dflash
