@@ -1,5 +1,7 @@
 // The ops: forward on the context's stream, plus the backward rule recorded on the tape.
 // Every op checks dtypes, shapes and devices and names the fix when they are wrong.
+// Float tensors are f32 on the CPU and f32 or bf16 on CUDA; an op's output has its input's dtype
+// (bf16 is storage only: kernels compute and accumulate in f32).
 // Backward kernels accumulate (+=) into their input gradients.
 #pragma once
 #include <cstdint>
@@ -39,14 +41,15 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // Concatenation along dim (a and b agree on every other dim).
 Tensor concat(const Tensor& a, const Tensor& b, int dim);
-Tensor sum(const Tensor& x);   // -> [1]
-Tensor mean(const Tensor& x);  // -> [1]
+Tensor sum(const Tensor& x);   // -> [1] of x's dtype
+Tensor mean(const Tensor& x);  // -> [1] of x's dtype
 
 // Fused frozen-lm_head + softmax cross-entropy, computed in chunks of rows so the full logits
 // are never held: scratch is chunk_rows x V floats, reported in scratch_bytes.
-//   h [R, H] f32, weight [V, H] (frozen), labels i32 [R], row_weights f32 [R] (no grad).
+//   h [R, H] f32 (CUDA: f32 or bf16), weight [V, H] of h's dtype (frozen), labels i32 [R],
+//   row_weights f32 [R] (no grad). On CUDA with bf16 h, backward also holds chunk x V bf16 dlogits.
 //   loss = sum_r row_weights[r] * CE_r  (one element, differentiable w.r.t. h)
-//   ce [R] f32 and argmax [R] i32 carry no gradient.
+//   ce [R] f32 and argmax [R] i32 carry no gradient. loss is f32 on every device.
 struct LinearCrossEntropy {
   Tensor loss, ce, argmax;
   size_t scratch_bytes = 0;

@@ -1,30 +1,118 @@
-// Shared device helpers: bf16/f32 loads and stores, launch checks.
+// Shared device helpers: bf16/f32 loads and stores, 16-byte vectors, fixed-order warp and block
+// reductions, a vectorised elementwise map, launch checks.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
 namespace dflash::kernels::cuda {
 
+using bf16_t = __nv_bfloat16;
+
 inline void check_launch(const char* what) {
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": CUDA launch failed: " + cudaGetErrorString(e));
 }
 
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// Element access with the dtype chosen at run time (one flag per pointer).
 __device__ __forceinline__ float load(const void* p, bool bf16, int64_t i) {
-  return bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]) : static_cast<const float*>(p)[i];
+  return bf16 ? __bfloat162float(static_cast<const bf16_t*>(p)[i]) : static_cast<const float*>(p)[i];
 }
 __device__ __forceinline__ void store(void* p, bool bf16, int64_t i, float v) {
-  if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
+  if (bf16) static_cast<bf16_t*>(p)[i] = __float2bfloat16(v);
   else static_cast<float*>(p)[i] = v;
 }
+// p[i] += v, the sum taken in f32 and rounded once to p's dtype.
+__device__ __forceinline__ void accumulate_at(void* p, bool bf16, int64_t i, float v) {
+  store(p, bf16, i, load(p, bf16, i) + v);
+}
+
+// Element access with the dtype chosen at compile time (templated kernels).
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(bf16_t v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16_t from_float<bf16_t>(float v) { return __float2bfloat16(v); }
+
+// N elements of T loaded or stored as one access (16 bytes when N * sizeof(T) == 16).
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;
   return unsigned(b < 1 ? 1 : (b > 65535 * 32 ? 65535 * 32 : b));
+}
+
+// Butterfly sum over a full warp: every lane ends with the same bits, in a fixed order.
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over a block of Threads threads (a multiple of 32): warps first, then warp totals in
+// warp order. Every thread gets the result. sh holds Threads / 32 values.
+template <int Threads, class T>
+__device__ __forceinline__ T block_sum(T v, T* sh) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // sh may still be read from an earlier call
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  T total = sh[0];
+  for (int w = 1; w < Threads / 32; ++w) total += sh[w];
+  return total;
+}
+
+// y = f(a, b) elementwise over n elements of T; b may be null (then f sees 0). N elements per
+// access; the tail past a multiple of N is done one by one.
+template <class T, int N, class F>
+__global__ void map_kernel(const T* a, const T* b, T* y, int64_t n, F f) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x, first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t nvec = n / N;
+  for (int64_t i = first; i < nvec; i += stride) {
+    Vec<T, N> va = reinterpret_cast<const Vec<T, N>*>(a)[i], vb{}, vy;
+    if (b) vb = reinterpret_cast<const Vec<T, N>*>(b)[i];
+#pragma unroll
+    for (int k = 0; k < N; ++k) vy.v[k] = from_float<T>(f(to_float(va.v[k]), b ? to_float(vb.v[k]) : 0.0f));
+    reinterpret_cast<Vec<T, N>*>(y)[i] = vy;
+  }
+  for (int64_t i = nvec * N + first; i < n; i += stride)
+    y[i] = from_float<T>(f(to_float(a[i]), b ? to_float(b[i]) : 0.0f));
+}
+
+// Launches map_kernel for f32 or bf16 tensors, 16-byte accesses when every pointer allows them.
+template <class F>
+void launch_map(const void* a, const void* b, void* y, bool bf16, int64_t n, F f, void* stream, const char* what) {
+  if (n == 0) return;
+  const bool vec = aligned16(a) && (!b || aligned16(b)) && aligned16(y);
+  constexpr int kThreads = 256;
+  cudaStream_t s = as_stream(stream);
+  if (bf16) {
+    auto pa = static_cast<const bf16_t*>(a), pb = static_cast<const bf16_t*>(b);
+    auto py = static_cast<bf16_t*>(y);
+    if (vec) map_kernel<bf16_t, 8><<<blocks_for(n / 8 + 1, kThreads), kThreads, 0, s>>>(pa, pb, py, n, f);
+    else map_kernel<bf16_t, 1><<<blocks_for(n, kThreads), kThreads, 0, s>>>(pa, pb, py, n, f);
+  } else {
+    auto pa = static_cast<const float*>(a), pb = static_cast<const float*>(b);
+    auto py = static_cast<float*>(y);
+    if (vec) map_kernel<float, 4><<<blocks_for(n / 4 + 1, kThreads), kThreads, 0, s>>>(pa, pb, py, n, f);
+    else map_kernel<float, 1><<<blocks_for(n, kThreads), kThreads, 0, s>>>(pa, pb, py, n, f);
+  }
+  check_launch(what);
 }
 
 }  // namespace dflash::kernels::cuda

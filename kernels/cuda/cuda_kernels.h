@@ -50,4 +50,92 @@ struct OptimizerArgs {
 void optimizer_update(const OptimizerArgs& a, void* stream);
 void convert_f32_to_bf16(const void* src, void* dst, int64_t n, void* stream);
 
+// elementwise.cu: forward tensors share one dtype; backward takes a flag per pointer.
+void add_forward(const void* a, const void* b, void* y, bool bf16, int64_t n, void* stream);  // y = a + b
+void mul_forward(const void* a, const void* b, void* y, bool bf16, int64_t n, void* stream);  // y = a * b
+// da += dy * b, db += dy * a; da or db may be null.
+void mul_backward(const void* a, const void* b, bool ab_bf16, const void* dy, bool dy_bf16, void* da, bool da_bf16,
+                  void* db, bool db_bf16, int64_t n, void* stream);
+void scale_forward(const void* a, float s, void* y, bool bf16, int64_t n, void* stream);  // y = a * s
+void scale_backward(const void* dy, bool dy_bf16, float s, void* da, bool da_bf16, int64_t n, void* stream);
+
+// embedding.cu: out[i, :] = table[ids[i], :], table [V, H] (row_bytes = H * element size).
+void embedding_forward(const void* table, const int32_t* ids, void* out, size_t row_bytes, int64_t n, void* stream);
+// dtable[ids[i], :] += dout[i, :], each element summing its rows in order of i (as on the CPU).
+void embedding_backward(const int32_t* ids, const void* dout, bool dout_bf16, void* dtable, bool dtable_bf16, int64_t n,
+                        int64_t V, int64_t H, void* stream);
+
+// rmsnorm.cu: rows of D; x, w, y share a dtype; rstd [rows] f32 (null when no backward follows).
+void rmsnorm_forward(const void* x, const void* w, void* y, bool bf16, float* rstd, int64_t rows, int64_t D, float eps,
+                     void* stream);
+// Rows of the f32 scratch [rmsnorm_dw_partials(rows), D] that the weight gradient needs.
+int64_t rmsnorm_dw_partials(int64_t rows);
+// dx and dw may be null; dw_partials is that scratch when dw is given.
+void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* rstd, const void* dy, bool dy_bf16,
+                      void* dx, bool dx_bf16, void* dw, bool dw_bf16, float* dw_partials, int64_t rows, int64_t D,
+                      void* stream);
+
+// swiglu.cu: y = silu(g) * u; g, u, y share a dtype.
+void swiglu_forward(const void* g, const void* u, void* y, bool bf16, int64_t n, void* stream);
+// dg or du may be null.
+void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy, bool dy_bf16, void* dg, bool dg_bf16,
+                     void* du, bool du_bf16, int64_t n, void* stream);
+
+// rope.cu: x, y [rows, heads, hd] of one dtype, positions i32 [rows], inv_freq f32 [hd/2]; as kernels/cpu.
+void rope_forward(const void* x, const int32_t* positions, const float* inv_freq, void* y, bool bf16, int64_t rows,
+                  int64_t heads, int64_t hd, void* stream);
+void rope_backward(const void* dy, bool dy_bf16, const int32_t* positions, const float* inv_freq, void* dx,
+                   bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream);  // dx += R(-angle) dy
+
+// concat.cu: y [outer, a_inner + b_inner] from a [outer, a_inner] and b [outer, b_inner] (bytes, any dtype).
+void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t a_inner_bytes, size_t b_inner_bytes,
+                    void* stream);
+// In elements; da or db may be null.
+void concat_backward(const void* dy, bool dy_bf16, void* da, bool da_bf16, void* db, bool db_bf16, int64_t outer,
+                     int64_t a_inner, int64_t b_inner, void* stream);
+
+// reduce.cu: out[0] = float(sum(x)) * scale in x's dtype, summed in double over fixed ranges
+// through partials, a double scratch of sum_partials(n) entries.
+int64_t sum_partials(int64_t n);
+void sum_forward(const void* x, bool bf16, int64_t n, float scale, double* partials, void* out, void* stream);
+void sum_backward(const void* dout, bool dout_bf16, float scale, void* dx, bool dx_bf16, int64_t n, void* stream);  // dx += dout[0] * scale
+
+// linear_ce.cu: the fused lm_head + cross-entropy (see kernels/cpu/linear_ce.cpp for the
+// semantics: label -1 ignored, a label outside [-1, V) gives NaN, argmax is the first maximum).
+// h [R, H] and weight [V, H] share a dtype; rows go in chunks of `chunk` through the f32 scratch
+// logits [chunk, V]. loss[0] is written (not accumulated).
+struct LinearCeForward {
+  const void* h;
+  const void* weight;
+  bool bf16;
+  const int32_t* labels;     // [R]
+  const float* row_weights;  // [R]
+  int64_t R, H, V, chunk;
+  float* logits;  // [chunk, V] scratch
+  float* lse;     // [R], saved for backward
+  float* ce;      // [R]
+  int32_t* argmax;  // [R]
+  float* loss;      // [1]
+};
+void linear_ce_forward(const LinearCeForward& a, void* cublas_handle, void* stream);
+// Recomputes each chunk's logits, turns them into dlogits (in h's dtype, in the dlogits scratch,
+// which may alias logits when f32) and accumulates dh += dlogits W and dweight += dlogits^T h.
+struct LinearCeBackward {
+  const void* h;
+  const void* weight;
+  bool bf16;
+  const int32_t* labels;
+  const float* row_weights;
+  const float* lse;
+  const float* dloss;  // [1]
+  int64_t R, H, V, chunk;
+  float* logits;  // [chunk, V] f32 scratch
+  void* dlogits;  // [chunk, V] scratch in h's dtype
+  void* dh;       // [R, H] +=, or null
+  bool dh_bf16;
+  void* dw;  // [V, H] +=, or null
+  bool dw_bf16;
+};
+void linear_ce_backward(const LinearCeBackward& a, void* cublas_handle, void* stream);
+
 }  // namespace dflash::kernels::cuda

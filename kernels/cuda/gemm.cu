@@ -9,7 +9,13 @@ namespace dflash::kernels::cuda {
 
 void gemm(const GemmArgs& g, void* handle, void* stream) {
   cublasHandle_t h = static_cast<cublasHandle_t>(handle);
-  cublasSetStream(h, static_cast<cudaStream_t>(stream));
+  // The handle was bound to its context's stream together with the fixed workspace. It is not
+  // rebound here: cublasSetStream resets the workspace to cuBLAS's default pool, which would let
+  // eager and captured GEMMs pick different algorithms (and allocate inside a capture).
+  cudaStream_t bound = nullptr;
+  if (cublasGetStream(h, &bound) != CUBLAS_STATUS_SUCCESS || bound != static_cast<cudaStream_t>(stream))
+    throw std::runtime_error("gemm: the cuBLAS handle is bound to another stream; launch on the stream of the "
+                             "context that owns the handle");
   // Column-major view: C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]. A row-major matrix with leading
   // dim ld is the column-major transpose with the same ld.
   cublasOperation_t opB = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -118,6 +118,10 @@ void memcpy_async(void* dst, const void* src, size_t bytes, void* stream) {
 
 void memcpy_sync(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  // cudaMemcpy may return before a copy from pageable host memory (or between device buffers)
+  // has landed, and the contexts' streams do not synchronise with the default stream: wait here,
+  // so kernels launched next on a context's stream see the data.
+  check(cudaStreamSynchronize(0), "cudaStreamSynchronize after cudaMemcpy");
 }
 
 void begin_capture(void* stream) {

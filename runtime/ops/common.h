@@ -27,6 +27,21 @@ inline Tensor view_of(const Tensor& t, const Shape& shape, size_t extra_offset =
 }
 
 inline float* f32(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+// CUDA kernels take untyped pointers with a bf16 flag per pointer.
+inline void* raw(const Tensor& t) { return t.defined() ? t.raw() : nullptr; }
+inline bool bf16(const Tensor& t) { return t.defined() && t.dtype() == DType::bf16; }
+
+// A float tensor: f32 on the CPU; f32 or bf16 on CUDA (bf16 for storage, f32 arithmetic).
+inline void check_float_dtype(const char* op, const Tensor& t, const char* role) {
+  if (on_cpu()) {
+    check_dtype(op, t, DType::f32, role);
+    return;
+  }
+  DF_CHECK(t.defined(), op << ": " << role << " is undefined");
+  DF_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
+           op << ": " << role << " is " << t.describe() << " but must be f32 or bf16; convert it before the call");
+}
 inline int32_t* i32(const Tensor& t) { return t.defined() ? t.data<int32_t>() : nullptr; }
 
 }  // namespace dflash::ops::detail

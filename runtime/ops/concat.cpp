@@ -1,7 +1,10 @@
-// concat of two tensors along one dim: a byte copy for any dtype; the backward (f32) splits the
-// gradient and accumulates each part into its input.
+// concat of two tensors along one dim: a byte copy for any dtype; the backward (f32; on CUDA also
+// bf16) splits the gradient and accumulates each part into its input.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -23,11 +26,16 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
              "concat: a " << a.describe() << " and b " << b.describe() << " differ in dim " << i
                           << "; they must agree on every dim except the concatenated one (" << d << ")");
   bool grad = needs_grad({&a, &b});
-  DF_CHECK(!grad || a.dtype() == DType::f32,
-           "concat: gradient requested through " << a.describe() << " and " << b.describe()
-                                                 << "; only f32 concatenation is differentiable, so freeze the "
-                                                    "inputs or run it under NoGrad");
-  if (!on_cpu()) no_cuda_kernel("concat");
+  if (on_cpu())
+    DF_CHECK(!grad || a.dtype() == DType::f32,
+             "concat: gradient requested through " << a.describe() << " and " << b.describe()
+                                                   << "; only f32 concatenation is differentiable, so freeze the "
+                                                      "inputs or run it under NoGrad");
+  else
+    DF_CHECK(!grad || a.dtype() == DType::f32 || a.dtype() == DType::bf16,
+             "concat: gradient requested through " << a.describe() << " and " << b.describe()
+                                                   << "; only f32 or bf16 concatenation is differentiable, so freeze "
+                                                      "the inputs or run it under NoGrad");
 
   int64_t outer = 1, a_elems = 1, b_elems = 1;  // a viewed as (outer, a_elems), b as (outer, b_elems)
   for (int i = 0; i < d; ++i) outer *= a.dim(i);
@@ -41,15 +49,30 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
   size_t esize = dtype_size(a.dtype());
   const void *pa = a.raw(), *pb = b.raw();
   void* py = y.raw();
-  ctx().launch([=] { kernels::cpu::concat_forward(pa, pb, py, outer, size_t(a_elems) * esize, size_t(b_elems) * esize); });
+  if (on_cpu()) {
+    ctx().launch([=] { kernels::cpu::concat_forward(pa, pb, py, outer, size_t(a_elems) * esize, size_t(b_elems) * esize); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::concat_forward(pa, pb, py, outer, size_t(a_elems) * esize, size_t(b_elems) * esize, s);
+#endif
+  }
 
   if (grad) {
     record_node("concat", {&y}, [a, b, outer, a_elems, b_elems](NodeGrads& g) {
-      const float* dy = f32(g.out(0));
-      float* da = f32(g.in(a));
-      float* db = f32(g.in(b));
-      if (!dy || (!da && !db)) return;
-      ctx().launch([=] { kernels::cpu::concat_backward(dy, da, db, outer, a_elems, b_elems); });
+      Tensor dy = g.out(0), da = g.in(a), db = g.in(b);
+      if (!dy.defined() || (!da.defined() && !db.defined())) return;
+      if (on_cpu()) {
+        const float* pdy = f32(dy);
+        float *pda = f32(da), *pdb = f32(db);
+        ctx().launch([=] { kernels::cpu::concat_backward(pdy, pda, pdb, outer, a_elems, b_elems); });
+        return;
+      }
+#ifdef DFLASH_CUDA
+      if (void* s = ctx().cuda_stream_for_launch())
+        kernels::cuda::concat_backward(dy.raw(), bf16(dy), raw(da), bf16(da), raw(db), bf16(db), outer, a_elems, b_elems,
+                                       s);
+#endif
     });
   }
   return y;

@@ -1,6 +1,9 @@
 // add, mul and scale, with their backward rules.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -11,19 +14,24 @@ void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   DF_CHECK(a.shape() == b.shape(), op << ": shapes differ: " << a.describe() << " and " << b.describe()
                                       << "; " << op << " takes two tensors of the same shape (no broadcasting)");
   DF_CHECK(a.dtype() == b.dtype(), op << ": dtypes differ: " << a.describe() << " and " << b.describe());
-  if (on_cpu()) check_dtype(op, a, DType::f32, "a");
+  check_float_dtype(op, a, "a");
 }
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
   OpScope op("add");
   check_binary("add", a, b);
-  if (!on_cpu()) no_cuda_kernel("add");
   Tensor y = Tensor::empty(a.shape(), a.dtype());
-  const float *pa = f32(a), *pb = f32(b);
-  float* py = f32(y);
   int64_t n = a.numel();
-  ctx().launch([=] { kernels::cpu::add_forward(pa, pb, py, n); });
+  if (on_cpu()) {
+    const float *pa = f32(a), *pb = f32(b);
+    float* py = f32(y);
+    ctx().launch([=] { kernels::cpu::add_forward(pa, pb, py, n); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::add_forward(a.raw(), b.raw(), y.raw(), bf16(a), n, s);
+#endif
+  }
   if (needs_grad({&a, &b})) {
     record_node("add", {&y}, [a, b](NodeGrads& g) {
       Tensor dy = g.out(0);
@@ -37,19 +45,34 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   OpScope op("mul");
   check_binary("mul", a, b);
-  if (!on_cpu()) no_cuda_kernel("mul");
   Tensor y = Tensor::empty(a.shape(), a.dtype());
-  const float *pa = f32(a), *pb = f32(b);
-  float* py = f32(y);
   int64_t n = a.numel();
-  ctx().launch([=] { kernels::cpu::mul_forward(pa, pb, py, n); });
+  if (on_cpu()) {
+    const float *pa = f32(a), *pb = f32(b);
+    float* py = f32(y);
+    ctx().launch([=] { kernels::cpu::mul_forward(pa, pb, py, n); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::mul_forward(a.raw(), b.raw(), y.raw(), bf16(a), n, s);
+#endif
+  }
   if (needs_grad({&a, &b})) {
     record_node("mul", {&y}, [a, b, n](NodeGrads& g) {
-      const float* dy = f32(g.out(0));
-      float* da = f32(g.in(a));
-      float* db = f32(g.in(b));
-      const float *pa = f32(a), *pb = f32(b);
-      ctx().launch([=] { kernels::cpu::mul_backward(pa, pb, dy, da, db, n); });
+      if (on_cpu()) {
+        const float* dy = f32(g.out(0));
+        float* da = f32(g.in(a));
+        float* db = f32(g.in(b));
+        const float *pa = f32(a), *pb = f32(b);
+        ctx().launch([=] { kernels::cpu::mul_backward(pa, pb, dy, da, db, n); });
+        return;
+      }
+#ifdef DFLASH_CUDA
+      Tensor dy = g.out(0), da = g.in(a), db = g.in(b);
+      if (!dy.defined() || (!da.defined() && !db.defined())) return;
+      if (void* s = ctx().cuda_stream_for_launch())
+        kernels::cuda::mul_backward(a.raw(), b.raw(), bf16(a), dy.raw(), bf16(dy), raw(da), bf16(da), raw(db), bf16(db),
+                                    n, s);
+#endif
     });
   }
   return y;
@@ -58,17 +81,31 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor scale(const Tensor& a, float s) {
   OpScope op("scale");
   check_same_device("scale", {&a});
-  if (!on_cpu()) no_cuda_kernel("scale");
-  check_dtype("scale", a, DType::f32, "a");
+  check_float_dtype("scale", a, "a");
   Tensor y = Tensor::empty(a.shape(), a.dtype());
-  const float* pa = f32(a);
-  float* py = f32(y);
   int64_t n = a.numel();
-  ctx().launch([=] { kernels::cpu::scale_forward(pa, s, py, n); });
+  if (on_cpu()) {
+    const float* pa = f32(a);
+    float* py = f32(y);
+    ctx().launch([=] { kernels::cpu::scale_forward(pa, s, py, n); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* st = ctx().cuda_stream_for_launch()) kernels::cuda::scale_forward(a.raw(), s, y.raw(), bf16(a), n, st);
+#endif
+  }
   if (needs_grad({&a})) {
     record_node("scale", {&y}, [a, s, n](NodeGrads& g) {
-      const float* dy = f32(g.out(0));
-      if (float* da = f32(g.in(a))) ctx().launch([=] { kernels::cpu::scale_backward(dy, s, da, n); });
+      if (on_cpu()) {
+        const float* dy = f32(g.out(0));
+        if (float* da = f32(g.in(a))) ctx().launch([=] { kernels::cpu::scale_backward(dy, s, da, n); });
+        return;
+      }
+#ifdef DFLASH_CUDA
+      Tensor dy = g.out(0), da = g.in(a);
+      if (!dy.defined() || !da.defined()) return;
+      if (void* st = ctx().cuda_stream_for_launch())
+        kernels::cuda::scale_backward(dy.raw(), bf16(dy), s, da.raw(), bf16(da), n, st);
+#endif
     });
   }
   return y;

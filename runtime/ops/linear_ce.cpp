@@ -4,6 +4,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -21,9 +24,10 @@ void gemm_cpu(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool
 void check_inputs(const Tensor& h, const Tensor& weight, const Tensor& labels, const Tensor& row_weights,
                   int64_t chunk_rows) {
   check_same_device(kOp, {&h, &weight, &labels, &row_weights});
-  if (!on_cpu()) no_cuda_kernel(kOp);
-  check_dtype(kOp, h, DType::f32, "h");
-  check_dtype(kOp, weight, DType::f32, "weight");
+  check_float_dtype(kOp, h, "h");
+  check_float_dtype(kOp, weight, "weight");
+  DF_CHECK(h.dtype() == weight.dtype(), kOp << ": h is " << h.describe() << " and weight is " << weight.describe()
+                                            << "; both must have the same dtype (bf16 on a GPU)");
   check_dtype(kOp, labels, DType::i32, "labels");
   check_dtype(kOp, row_weights, DType::f32, "row_weights");
   check_ndim(kOp, h, 2, "h (rows x hidden; flatten leading dims first)");
@@ -44,6 +48,49 @@ void check_inputs(const Tensor& h, const Tensor& weight, const Tensor& labels, c
   DF_CHECK(chunk_rows > 0, kOp << ": chunk_rows is " << chunk_rows
                                << "; it must be at least 1 (the rows of logits held at once)");
 }
+
+// The CUDA path: the same chunking, with each chunk's GEMM and row kernels in kernels/cuda.
+// The loss is written by one fixed-order reduction over ce after the last chunk.
+LinearCrossEntropy linear_cross_entropy_cuda(const Tensor& h, const Tensor& weight, const Tensor& labels,
+                                             const Tensor& row_weights, int64_t chunk) {
+  const int64_t R = h.dim(0), H = h.dim(1), V = weight.dim(0);
+  const bool half = bf16(h);
+  LinearCrossEntropy res;
+  res.loss = Tensor::empty({1}, DType::f32);
+  res.ce = Tensor::empty({R}, DType::f32);
+  res.argmax = Tensor::empty({R}, DType::i32);
+  res.scratch_bytes = size_t(chunk) * size_t(V) * (sizeof(float) + (half ? 2 : 0));
+  Tensor lse = Tensor::empty({R}, DType::f32);            // (R) saved for backward
+  Tensor logits = Tensor::empty({chunk, V}, DType::f32);  // (chunk, V) the only logits ever held
+#ifdef DFLASH_CUDA
+  if (void* s = ctx().cuda_stream_for_launch()) {
+    kernels::cuda::LinearCeForward a{h.raw(),   weight.raw(),  half,        i32(labels), f32(row_weights),
+                                     R,         H,             V,           chunk,       f32(logits),
+                                     f32(lse),  f32(res.ce),   i32(res.argmax), f32(res.loss)};
+    kernels::cuda::linear_ce_forward(a, ctx().cublas(), s);
+  }
+#endif
+  logits = Tensor();  // freed before backward's scratch is placed
+
+  if (needs_grad({&h, &weight})) {
+    record_node(kOp, {&res.loss}, [h, weight, labels, row_weights, lse, R, H, V, chunk, half](NodeGrads& g) {
+      Tensor dloss = g.out(0), dh = g.in(h), dw = g.in(weight);
+      if (!dloss.defined() || (!dh.defined() && !dw.defined())) return;
+      DF_CHECK(dloss.dtype() == DType::f32, kOp << ": the loss gradient is " << dloss.describe() << "; it must be f32");
+      Tensor logits = Tensor::empty({chunk, V}, DType::f32);                         // (chunk, V) recomputed logits
+      Tensor dlogits = half ? Tensor::empty({chunk, V}, DType::bf16) : logits;  // (chunk, V) in h's dtype for cuBLAS
+#ifdef DFLASH_CUDA
+      if (void* s = ctx().cuda_stream_for_launch()) {
+        kernels::cuda::LinearCeBackward a{h.raw(),  weight.raw(), half,  i32(labels), f32(row_weights), f32(lse),
+                                          f32(dloss), R,          H,     V,           chunk,            f32(logits),
+                                          dlogits.raw(), raw(dh), bf16(dh), raw(dw),  bf16(dw)};
+        kernels::cuda::linear_ce_backward(a, ctx().cublas(), s);
+      }
+#endif
+    });
+  }
+  return res;
+}
 }  // namespace
 
 LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, const Tensor& labels,
@@ -51,6 +98,8 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, c
   OpScope op(kOp);
   check_inputs(h, weight, labels, row_weights, chunk_rows);
   const int64_t R = h.dim(0), H = h.dim(1), V = weight.dim(0), chunk = std::min(chunk_rows, R);
+
+  if (!on_cpu()) return linear_cross_entropy_cuda(h, weight, labels, row_weights, chunk);
 
   LinearCrossEntropy res;
   res.loss = Tensor::zeros({1}, DType::f32);

@@ -4,6 +4,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -22,25 +25,40 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
            "rmsnorm: eps = " << eps << "; it must be finite and >= 0 (rms_norm_eps is typically 1e-6)");
   DF_CHECK(x.dtype() == weight.dtype(),
            "rmsnorm: x is " << x.describe() << " and weight is " << weight.describe() << "; both must have the same dtype");
-  if (!on_cpu()) no_cuda_kernel("rmsnorm");
-  check_dtype("rmsnorm", x, DType::f32, "x");
+  check_float_dtype("rmsnorm", x, "x");
 
   int64_t D = x.shape().last(), rows = D ? x.numel() / D : 0;
   bool grad = needs_grad({&x, &weight});
-  Tensor y = Tensor::empty(x.shape(), DType::f32);                   // (..., D)
+  Tensor y = Tensor::empty(x.shape(), x.dtype());                    // (..., D)
   Tensor rstd = grad ? Tensor::empty({rows}, DType::f32) : Tensor();  // (rows), only for backward
-  const float *px = f32(x), *pw = f32(weight);
-  float *py = f32(y), *pr = f32(rstd);
-  ctx().launch([=] { kernels::cpu::rmsnorm_forward(px, pw, py, pr, rows, D, eps); });
+  if (on_cpu()) {
+    const float *px = f32(x), *pw = f32(weight);
+    float *py = f32(y), *pr = f32(rstd);
+    ctx().launch([=] { kernels::cpu::rmsnorm_forward(px, pw, py, pr, rows, D, eps); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::rmsnorm_forward(x.raw(), weight.raw(), y.raw(), bf16(x), f32(rstd), rows, D, eps, s);
+#endif
+  }
 
   if (grad) {
     record_node("rmsnorm", {&y}, [x, weight, rstd, rows, D](NodeGrads& g) {
-      const float* dy = f32(g.out(0));
-      float* dx = f32(g.in(x));
-      float* dw = f32(g.in(weight));
-      if (!dy || (!dx && !dw)) return;
-      const float *px = f32(x), *pw = f32(weight), *pr = f32(rstd);
-      ctx().launch([=] { kernels::cpu::rmsnorm_backward(px, pw, pr, dy, dx, dw, rows, D); });
+      Tensor dy = g.out(0), dx = g.in(x), dw = g.in(weight);
+      if (!dy.defined() || (!dx.defined() && !dw.defined())) return;
+      if (on_cpu()) {
+        const float *px = f32(x), *pw = f32(weight), *pr = f32(rstd), *pdy = f32(dy);
+        float *pdx = f32(dx), *pdw = f32(dw);
+        ctx().launch([=] { kernels::cpu::rmsnorm_backward(px, pw, pr, pdy, pdx, pdw, rows, D); });
+        return;
+      }
+#ifdef DFLASH_CUDA
+      // (partials, D): the weight gradient's per-row-range sums, added up in a fixed order.
+      Tensor partials = dw.defined() ? Tensor::empty({kernels::cuda::rmsnorm_dw_partials(rows), D}, DType::f32) : Tensor();
+      if (void* s = ctx().cuda_stream_for_launch())
+        kernels::cuda::rmsnorm_backward(x.raw(), weight.raw(), bf16(x), f32(rstd), dy.raw(), bf16(dy), raw(dx), bf16(dx),
+                                        raw(dw), bf16(dw), f32(partials), rows, D, s);
+#endif
     });
   }
   return y;

@@ -2,6 +2,9 @@
 // row of heads; backward is the inverse rotation. Positions and inv_freq carry no gradient.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -26,23 +29,38 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq) {
   DF_CHECK(!needs_grad({&inv_freq}),
            "rope: inv_freq " << inv_freq.describe() << " requires grad, but rope does not differentiate its "
                              << "frequencies; freeze inv_freq (set_requires_grad(false)) or compute it under NoGrad");
-  if (!on_cpu()) no_cuda_kernel("rope");
-  check_dtype("rope", x, DType::f32, "x");
+  check_float_dtype("rope", x, "x");
 
-  Tensor y = Tensor::empty(x.shape(), DType::f32);  // (rows, heads, hd)
-  const float *px = f32(x), *pf = f32(inv_freq);
+  Tensor y = Tensor::empty(x.shape(), x.dtype());  // (rows, heads, hd)
+  const float* pf = f32(inv_freq);
   const int32_t* pp = i32(positions);
-  float* py = f32(y);
-  ctx().launch([=] { kernels::cpu::rope_forward(px, pp, pf, py, rows, heads, hd); });
+  if (on_cpu()) {
+    const float* px = f32(x);
+    float* py = f32(y);
+    ctx().launch([=] { kernels::cpu::rope_forward(px, pp, pf, py, rows, heads, hd); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::rope_forward(x.raw(), pp, pf, y.raw(), bf16(x), rows, heads, hd, s);
+#endif
+  }
 
   if (needs_grad({&x})) {
     record_node("rope", {&y}, [x, positions, inv_freq, rows, heads, hd](NodeGrads& g) {
-      const float* dy = f32(g.out(0));
-      float* dx = f32(g.in(x));
-      if (!dy || !dx) return;
+      Tensor dy = g.out(0), dx = g.in(x);
+      if (!dy.defined() || !dx.defined()) return;
       const float* pf = f32(inv_freq);
       const int32_t* pp = i32(positions);
-      ctx().launch([=] { kernels::cpu::rope_backward(dy, pp, pf, dx, rows, heads, hd); });
+      if (on_cpu()) {
+        const float* pdy = f32(dy);
+        float* pdx = f32(dx);
+        ctx().launch([=] { kernels::cpu::rope_backward(pdy, pp, pf, pdx, rows, heads, hd); });
+        return;
+      }
+#ifdef DFLASH_CUDA
+      if (void* s = ctx().cuda_stream_for_launch())
+        kernels::cuda::rope_backward(dy.raw(), bf16(dy), pp, pf, dx.raw(), bf16(dx), rows, heads, hd, s);
+#endif
     });
   }
   return y;

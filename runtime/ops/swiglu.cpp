@@ -1,6 +1,9 @@
 // swiglu: silu(gate) * up elementwise (the MLP's gated activation), with its backward.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -13,23 +16,36 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
                                                           "(the outputs of gate_proj and up_proj)");
   DF_CHECK(gate.dtype() == up.dtype(),
            "swiglu: gate is " << gate.describe() << " and up is " << up.describe() << "; both must have the same dtype");
-  if (!on_cpu()) no_cuda_kernel("swiglu");
-  check_dtype("swiglu", gate, DType::f32, "gate");
+  check_float_dtype("swiglu", gate, "gate");
 
   int64_t n = gate.numel();
-  Tensor y = Tensor::empty(gate.shape(), DType::f32);  // same shape as gate and up
-  const float *pg = f32(gate), *pu = f32(up);
-  float* py = f32(y);
-  ctx().launch([=] { kernels::cpu::swiglu_forward(pg, pu, py, n); });
+  Tensor y = Tensor::empty(gate.shape(), gate.dtype());  // same shape as gate and up
+  if (on_cpu()) {
+    const float *pg = f32(gate), *pu = f32(up);
+    float* py = f32(y);
+    ctx().launch([=] { kernels::cpu::swiglu_forward(pg, pu, py, n); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::swiglu_forward(gate.raw(), up.raw(), y.raw(), bf16(gate), n, s);
+#endif
+  }
 
   if (needs_grad({&gate, &up})) {
     record_node("swiglu", {&y}, [gate, up, n](NodeGrads& g) {
-      const float* dy = f32(g.out(0));
-      float* dg = f32(g.in(gate));
-      float* du = f32(g.in(up));
-      if (!dy || (!dg && !du)) return;
-      const float *pg = f32(gate), *pu = f32(up);
-      ctx().launch([=] { kernels::cpu::swiglu_backward(pg, pu, dy, dg, du, n); });
+      Tensor dy = g.out(0), dg = g.in(gate), du = g.in(up);
+      if (!dy.defined() || (!dg.defined() && !du.defined())) return;
+      if (on_cpu()) {
+        const float *pg = f32(gate), *pu = f32(up), *pdy = f32(dy);
+        float *pdg = f32(dg), *pdu = f32(du);
+        ctx().launch([=] { kernels::cpu::swiglu_backward(pg, pu, pdy, pdg, pdu, n); });
+        return;
+      }
+#ifdef DFLASH_CUDA
+      if (void* s = ctx().cuda_stream_for_launch())
+        kernels::cuda::swiglu_backward(gate.raw(), up.raw(), bf16(gate), dy.raw(), bf16(dy), raw(dg), bf16(dg), raw(du),
+                                       bf16(du), n, s);
+#endif
     });
   }
   return y;
