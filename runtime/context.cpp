@@ -52,6 +52,10 @@ Context::Context(Device device, int rank) : device_(device), rank_(rank) {
 }
 
 Context::~Context() {
+  // Nodes left on the tape (a backward that threw) hold temporaries: free them while the stream
+  // and allocators still exist.
+  own_tape_.reset();
+  tape_ = nullptr;
 #ifdef DFLASH_CUDA
   if (device_.is_cuda()) {
     cuda_backend::set_device(device_.index);

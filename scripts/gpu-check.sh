@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On a GPU host (the H200 machine): build with CUDA, run the GPU test suites, compute-sanitizer
+# memcheck on one replay of every bucket (checkpointing on and off), and the benchmarks.
+# Needs header-only packages the host lacks in .deps/include (toml++, nlohmann) and the golden data
+# in .golden/dflash-tiny; scripts/gpu-prepare.sh fills both from this machine's packages.
+# Output: a summary table at the end; full logs under $OUT (or ./gpu-out) when set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export DFLASH_GOLDEN=$PWD/.golden/dflash-tiny
+export NCCL_NVLS_ENABLE=0
+summary=()
+step() {  # step NAME COMMAND...: runs, logs, records pass/fail and seconds
+  local name=$1; shift
+  local t0=$(date +%s)
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-28s rc=%-3s %4ss' "$name" "$rc" "$(( $(date +%s) - t0 ))")")
+  tail -n 25 "$out/$name.log"
+  return $rc
+}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" || { printf '%s\n' "${summary[@]}"; exit 1; }
+step gpu-tests ./build/dflash-tests --test-suite='gpu*'
+step cpu-tests ./build/dflash-tests --test-suite-exclude='gpu*'
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-tests --test-suite='gpu-sanitize'
+step bench-toy-cuda ./build/dflash-bench toy --cuda --steps=30
+echo "== summary"; printf '%s\n' "${summary[@]}"
