@@ -121,4 +121,7 @@ Config load_config(const std::filesystem::path& path, const std::vector<std::str
 Config parse_config(const std::string& toml_text, const std::filesystem::path& source,
                     const std::vector<std::string>& overrides = {});
 
+// Every key parse_config accepts, as dotted names ("training.lr", "buckets.seq"), for docs and tests.
+std::vector<std::string> config_keys();
+
 }  // namespace dflash
