@@ -1,6 +1,89 @@
-// dflash-train: the trainer's command line (filled in by the trainer issue).
+// dflash-train: the command line (DFLASH.md, "User interface").
+//   dflash-train [train] --config FILE [--section.key=value ...]
+//   dflash-train prepare --config FILE [...]       JSONL -> validated token shards
+//   dflash-train hidden --config FILE [...]        target features -> hidden-state shards (offline mode)
+//   dflash-train eval --config FILE --drafter DIR  every valid anchor of data.eval
+//   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32]
 #include <cstdio>
-int main() {
-  std::puts("dflash-train: not built yet");
-  return 1;
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/commands.h"
+#include "model/trainer.h"
+
+using namespace dflash;
+
+namespace {
+const char* kUsage =
+    "usage: dflash-train [train] --config FILE [--section.key=value ...]\n"
+    "       dflash-train prepare --config FILE [--section.key=value ...]\n"
+    "       dflash-train hidden  --config FILE [--section.key=value ...]\n"
+    "       dflash-train eval    --config FILE --drafter DIR [--section.key=value ...]\n"
+    "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32]\n";
+
+struct Args {
+  std::string command = "train";
+  std::string config, drafter, checkpoint, out, dtype = "bf16";
+  std::vector<std::string> overrides;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "dflash-train: %s\n%s", msg.c_str(), kUsage);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') a.command = argv[i++];
+  if (a.command != "train" && a.command != "prepare" && a.command != "hidden" && a.command != "eval" &&
+      a.command != "export")
+    usage_error("unknown command '" + a.command + "'");
+  for (; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      std::string f = flag;
+      if (s.rfind(f + "=", 0) == 0) return s.substr(f.size() + 1);
+      if (i + 1 >= argc) usage_error(f + " needs a value");
+      return argv[++i];
+    };
+    if (s == "-h" || s == "--help") {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    } else if (s == "--config" || s.rfind("--config=", 0) == 0) a.config = value("--config");
+    else if (s == "--drafter" || s.rfind("--drafter=", 0) == 0) a.drafter = value("--drafter");
+    else if (s == "--checkpoint" || s.rfind("--checkpoint=", 0) == 0) a.checkpoint = value("--checkpoint");
+    else if (s == "--out" || s.rfind("--out=", 0) == 0) a.out = value("--out");
+    else if (s == "--dtype" || s.rfind("--dtype=", 0) == 0) a.dtype = value("--dtype");
+    else if (s.rfind("--", 0) == 0 && s.find('=') != std::string::npos) a.overrides.push_back(s.substr(2));
+    else usage_error("unexpected argument '" + s + "' (overrides are written --section.key=value)");
+  }
+  if (a.command == "export") {
+    if (a.checkpoint.empty() || a.out.empty()) usage_error("export needs --checkpoint DIR and --out DIR");
+  } else if (a.config.empty()) {
+    usage_error(a.command + " needs --config FILE");
+  }
+  if (a.command == "eval" && a.drafter.empty()) usage_error("eval needs --drafter DIR (an export or checkpoints/step-N)");
+  return a;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  try {
+    if (a.command == "export") {
+      run_export(a.checkpoint, a.out, a.dtype);
+      return 0;
+    }
+    Config cfg = load_config(a.config, a.overrides);
+    if (a.command == "prepare") run_prepare(cfg);
+    else if (a.command == "hidden") run_hidden(cfg);
+    else if (a.command == "eval") run_eval(cfg, a.drafter);
+    else run_training(cfg);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dflash-train: error: %s\n", e.what());
+    return 1;
+  }
 }

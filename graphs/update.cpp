@@ -19,6 +19,8 @@ void UpdateStep::body() const {
 }
 
 float UpdateStep::grad_norm() const { return io_.result("update").to_floats()[0]; }
+void UpdateStep::read(float out[2]) const { io_.result("update").copy_to_host(out, 2 * sizeof(float)); }
+
 float UpdateStep::lr() const { return io_.result("update").to_floats()[1]; }
 
 }  // namespace dflash

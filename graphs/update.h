@@ -16,6 +16,7 @@ class UpdateStep {
   void body() const;
   float grad_norm() const;  // after replay (and synchronize)
   float lr() const;
+  void read(float out[2]) const;  // {grad norm, lr} without allocating
 
  private:
   AdamWOptimizer& optimizer_;

@@ -63,14 +63,20 @@ void BucketStep::train_body(bool checkpointing) const { forward_and_report(true,
 
 void BucketStep::eval_body() const {
   NoGrad no_grad;
+  if (target_) target_body();
   forward_and_report(false, false);
 }
 
+void BucketStep::read_result(StepResult& out) const {
+  float v[8];
+  io_.result("results").copy_to_host(v, sizeof v);
+  out.loss = v[0];
+  for (int i = 0; i < 7; ++i) out.sums[i] = v[i + 1];
+}
+
 StepResult BucketStep::result() const {
-  std::vector<float> v = io_.result("results").to_floats();
   StepResult r;
-  r.loss = v[0];
-  for (int i = 0; i < 7; ++i) r.sums[i] = v[size_t(i) + 1];
+  read_result(r);
   return r;
 }
 

@@ -41,8 +41,11 @@ class BucketStep {
   void stage(const HostBatch& batch) const;  // host copies into the staging buffers
   void target_body() const;                  // online: ids -> target features (static)
   void train_body(bool checkpointing) const; // forward, loss, backward (grads +=), results
-  void eval_body() const;                    // forward only (no grads), results
-  StepResult result() const;                 // after replay (synchronize first on a GPU)
+  void eval_body() const;                    // (online: target forward, then) drafter forward, results
+  // After replay (the device synchronised): the results, read without allocating.
+  void read_result(StepResult& out) const;
+  StepResult result() const;
+  const Tensor& hidden() const { return hidden_; }  // online: the target features of the last run
 
   const Bucket& bucket() const { return bucket_; }
   bool online() const { return target_ != nullptr; }

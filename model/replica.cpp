@@ -16,14 +16,17 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
     optimizer_ = std::make_unique<AdamWOptimizer>(drafter_->params(), o.optimizer);
     update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), o.comm, o.rank, int(o.grad_accum));
   }
-  for (const Bucket& b : o.buckets)
+  for (const Bucket& b : o.buckets) {
     steps_.push_back(std::make_unique<BucketStep>(*drafter_, o.online ? target_.get() : nullptr, b, o.chunk_rows));
+    if (!o.online && o.eval) eval_steps_.push_back(std::make_unique<BucketStep>(*drafter_, target_.get(), b, o.chunk_rows));
+  }
 }
 
 Replica::~Replica() {
   ContextScope scope(ctx_);
   engine_.reset();
   steps_.clear();
+  eval_steps_.clear();
   update_.reset();
   optimizer_.reset();
   drafter_.reset();
@@ -34,13 +37,14 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
   if (!opt_.graphs) return;
   ContextScope scope(ctx_);
   engine_ = std::make_unique<Engine>(ctx_);
-  for (auto& s : steps_) {
-    BucketStep* step = s.get();
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    BucketStep* step = steps_[i].get();
+    BucketStep* eval = &eval_step(i);
     const Bucket& b = step->bucket();
     std::string seq = std::to_string(b.seq);
-    if (step->online()) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
+    if (step->online() && (opt_.train || opt_.features)) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
     if (opt_.train) engine_->add("train/" + seq, b, [step](bool ckpt) { step->train_body(ckpt); }, opt_.checkpointing);
-    if (opt_.eval) engine_->add("eval/" + seq, b, [step](bool) { step->eval_body(); }, false);
+    if (opt_.eval) engine_->add("eval/" + seq, b, [eval](bool) { eval->eval_body(); }, false);
   }
   if (opt_.train) {
     UpdateStep* u = update_.get();
@@ -82,7 +86,7 @@ void Replica::run_train(size_t b) {
 }
 
 void Replica::run_eval(size_t b) {
-  BucketStep* s = steps_[b].get();
+  BucketStep* s = &eval_step(b);
   run(opt_.graphs ? programs_[b].eval : nullptr, [s] { s->eval_body(); });
 }
 

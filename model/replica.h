@@ -27,6 +27,7 @@ struct ReplicaOptions {
   bool online = true;     // run the target inside the step (else hidden states are staged)
   bool train = true;      // record train + update programs
   bool eval = true;       // record eval programs
+  bool features = false;  // record target programs without training (dflash-train hidden)
   bool graphs = true;
   bool checkpointing = true;
   int64_t grad_accum = 1;
@@ -56,6 +57,7 @@ class Replica {
   const Target& target() const { return *target_; }
   AdamWOptimizer& optimizer() { return *optimizer_; }
   BucketStep& step(size_t bucket) { return *steps_[bucket]; }
+  BucketStep& eval_step(size_t bucket) { return eval_steps_.empty() ? *steps_[bucket] : *eval_steps_[bucket]; }
   UpdateStep& update() { return *update_; }
   const Engine* engine() const { return engine_.get(); }
 
@@ -71,6 +73,7 @@ class Replica {
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<AdamWOptimizer> optimizer_;
   std::vector<std::unique_ptr<BucketStep>> steps_;
+  std::vector<std::unique_ptr<BucketStep>> eval_steps_;  // offline mode: eval still runs the target
   std::unique_ptr<UpdateStep> update_;
   std::unique_ptr<Engine> engine_;
   std::vector<Programs> programs_;  // per bucket, resolved once after build (no lookups on replay)
