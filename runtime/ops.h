@@ -74,4 +74,9 @@ Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
 // How many key tiles exist for the same call if every one were visited.
 int64_t dflash_attention_all_tiles(int64_t batch, int64_t context_len, int64_t n_blocks, int64_t key_tile);
 
+// The frozen target's causal attention, forward only (inputs that need grad are refused):
+// q [B, S, nh, hd], k and v [B, S, nkv, hd] -> [B, S, nh, hd]. Query i of a sequence sees its keys
+// j <= i; GQA: query head h uses kv head h / (nh/nkv). Scores are scale * q.k (usually hd^-0.5).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale);
+
 }  // namespace dflash::ops

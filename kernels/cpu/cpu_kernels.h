@@ -81,6 +81,18 @@ void dflash_attention_backward(const float* q, const float* k, const float* v, c
                                const int32_t* keep, const float* out, const float* dout, const float* lse,
                                const AttentionDims& d, float* dq, float* dk, float* dv);
 
+// causal_attention.cpp: the frozen target's causal softmax attention, forward only.
+// q, out [B, S, nh, hd]; k, v [B, S, nkv, hd]; query i sees keys j <= i of its own sequence;
+// GQA: query head h uses kv head h / (nh/nkv). Limits the op enforces:
+inline constexpr int64_t kCausalAttentionTile = 64;         // query rows and keys per tile (stack scratch)
+inline constexpr int64_t kCausalAttentionMaxHeadDim = 256;  // hd
+struct CausalAttentionDims {
+  int64_t B, S, nh, nkv, hd;
+  float scale;
+};
+void causal_attention_forward(const float* q, const float* k, const float* v, const CausalAttentionDims& d,
+                              float* out);
+
 // metrics.cpp
 // out[i] = w[i] / (sum(w) + eps), the sum in double in index order.
 void normalize_weights(const float* w, int64_t n, float eps, float* out);

@@ -1,0 +1,341 @@
+// The frozen target: weight loading (one file or index + shards, shape- and finiteness-checked),
+// the decoder forward through runtime ops under NoGrad, and the random-target writer.
+#include "model/target.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/fileio.h"
+#include "runtime/ops.h"
+#include "runtime/safetensors.h"
+
+namespace dflash {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Where each tensor of a checkpoint lives: model.safetensors, or the shards that
+// model.safetensors.index.json's weight_map names (each shard opened once, memory-mapped).
+class WeightFiles {
+ public:
+  explicit WeightFiles(const fs::path& dir) : dir_(dir) {
+    const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      files_.push_back(std::make_unique<SafeTensors>(single));
+      for (const std::string& name : files_[0]->names()) where_[name] = files_[0].get();
+      searched_ = "'" + single.string() + "'";
+      return;
+    }
+    DF_CHECK(fs::exists(index), "target '" << dir.string() << "': neither model.safetensors nor "
+                                           << "model.safetensors.index.json is there; fix: download the "
+                                           << "checkpoint's weights into the directory");
+    read_index(index);
+    searched_ = "the weight_map of '" + index.string() + "'";
+  }
+
+  // The tensor in dtype, after its shape and finiteness are checked.
+  Tensor load(const std::string& key, DType dtype, const Shape& shape) const {
+    auto it = where_.find(key);
+    DF_CHECK(it != where_.end(), "target '" << dir_.string() << "': tensor '" << key << "' is missing (searched "
+                                            << searched_ << "); fix: the checkpoint does not match config.json "
+                                            << "(check model_type and num_hidden_layers) or is incomplete");
+    const SafeTensors& f = *it->second;
+    const SafeTensorInfo& info = f.info(key);
+    DF_CHECK(info.shape == shape.vec(),
+             "target '" << dir_.string() << "': tensor '" << key << "' in '" << f.path().string() << "' has shape "
+                        << shape_str(info.shape) << " but config.json implies " << shape.str()
+                        << "; fix: the weights do not match config.json (check the sizes, heads and vocab)");
+    DF_CHECK(info.dtype == "F32" || info.dtype == "BF16" || info.dtype == "F16",
+             "target '" << dir_.string() << "': tensor '" << key << "' in '" << f.path().string() << "' is "
+                        << info.dtype << "; target weights must be F32, BF16 or F16; fix: convert the checkpoint");
+    f.check_finite(key);
+    return f.load(key, dtype, shape);
+  }
+
+  // A bias tensor means a model with biases that config.json did not announce.
+  void refuse_biases() const {
+    for (const auto& [name, file] : where_)
+      DF_CHECK(name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0,
+               "target '" << dir_.string() << "': the checkpoint holds '" << name << "' in '" << file->path().string()
+                          << "': biases are not supported; fix: use a Qwen3 or Llama target without biases");
+  }
+
+ private:
+  void read_index(const fs::path& index) {
+    const std::string w = "target index '" + index.string() + "'";
+    json j;
+    try {
+      j = json::parse(read_file_text(index));
+    } catch (const json::exception& e) {
+      DF_FAIL(w << " is not valid JSON (" << e.what() << "); fix: restore the checkpoint's index file");
+    }
+    DF_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
+             w << " has no \"weight_map\" object (tensor name -> shard file); fix: restore the checkpoint's index file");
+    std::map<std::string, const SafeTensors*> opened;
+    for (const auto& [key, value] : j["weight_map"].items()) {
+      DF_CHECK(value.is_string(), w << ": weight_map['" << key << "'] is a JSON " << value.type_name() << " ("
+                                    << value.dump() << "), not a shard file name");
+      const std::string shard = value.get<std::string>();
+      const fs::path rel(shard);
+      DF_CHECK(!shard.empty() && rel.is_relative() && rel.filename() == rel,
+               w << ": weight_map['" << key << "'] is \"" << shard << "\", not a file name in the checkpoint "
+                 << "directory; fix: restore the checkpoint's index file");
+      auto it = opened.find(shard);
+      if (it == opened.end()) {
+        const fs::path p = dir_ / rel;
+        DF_CHECK(fs::is_regular_file(p), w << " maps '" << key << "' to '" << shard << "', which is missing ("
+                                           << p.string() << "); fix: the download is incomplete; fetch the shard");
+        files_.push_back(std::make_unique<SafeTensors>(p));
+        it = opened.emplace(shard, files_.back().get()).first;
+      }
+      DF_CHECK(it->second->has(key), w << " maps '" << key << "' to '" << shard
+                                       << "', but that shard has no such tensor; fix: the index and the shards "
+                                          "disagree; download the checkpoint again");
+      where_[key] = it->second;
+    }
+  }
+
+  fs::path dir_;
+  std::string searched_;
+  std::vector<std::unique_ptr<SafeTensors>> files_;
+  std::map<std::string, const SafeTensors*> where_;
+};
+
+std::string layer_key(int64_t l, const char* what) { return "model.layers." + std::to_string(l) + "." + what; }
+
+}  // namespace
+
+Target::Target(const fs::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len)
+    : spec_(read_target_spec(dir)), layer_ids_(std::move(layer_ids)), max_seq_len_(max_seq_len) {
+  const TargetSpec& s = spec_;
+  const int64_t L = s.num_hidden_layers, H = s.hidden_size, I = s.intermediate_size, V = s.vocab_size;
+  const int64_t hd = s.head_dim, q_out = s.num_attention_heads * hd, kv_out = s.num_key_value_heads * hd;
+  for (int64_t id : layer_ids_)
+    DF_CHECK(id >= 0 && id < L, "target '" << dir.string() << "': layer id " << id << " is outside [0, " << L - 1
+                                           << "] (the target has " << L << " decoder layers); fix: target.layer_ids "
+                                           << "are 0-based decoder layer indices");
+  DF_CHECK(max_seq_len >= 1, "target '" << dir.string() << "': max_seq_len is " << max_seq_len
+                                        << "; it must be >= 1 (the longest bucket's sequence length)");
+
+  const WeightFiles w(dir);
+  w.refuse_biases();
+  const DType dt = Context::current().device().is_cuda() ? DType::bf16 : DType::f32;
+  embed_ = w.load("model.embed_tokens.weight", dt, {V, H});
+  layers_.resize(size_t(L));
+  for (int64_t l = 0; l < L; ++l) {
+    Layer& p = layers_[size_t(l)];
+    p.input_norm = w.load(layer_key(l, "input_layernorm.weight"), dt, {H});
+    p.post_norm = w.load(layer_key(l, "post_attention_layernorm.weight"), dt, {H});
+    p.q = w.load(layer_key(l, "self_attn.q_proj.weight"), dt, {q_out, H});
+    p.k = w.load(layer_key(l, "self_attn.k_proj.weight"), dt, {kv_out, H});
+    p.v = w.load(layer_key(l, "self_attn.v_proj.weight"), dt, {kv_out, H});
+    p.o = w.load(layer_key(l, "self_attn.o_proj.weight"), dt, {H, q_out});
+    if (s.has_qk_norm()) {
+      p.q_norm = w.load(layer_key(l, "self_attn.q_norm.weight"), dt, {hd});
+      p.k_norm = w.load(layer_key(l, "self_attn.k_norm.weight"), dt, {hd});
+    }
+    p.gate = w.load(layer_key(l, "mlp.gate_proj.weight"), dt, {I, H});
+    p.up = w.load(layer_key(l, "mlp.up_proj.weight"), dt, {I, H});
+    p.down = w.load(layer_key(l, "mlp.down_proj.weight"), dt, {H, I});
+  }
+  final_norm_ = w.load("model.norm.weight", dt, {H});
+  lm_head_ = s.tie_word_embeddings ? embed_ : w.load("lm_head.weight", dt, {V, H});
+
+  std::vector<int32_t> iota(static_cast<size_t>(max_seq_len));
+  std::iota(iota.begin(), iota.end(), 0);
+  positions_ = Tensor::from_ints({max_seq_len}, iota, "target.positions");
+  inv_freq_ = Tensor::from_floats({hd / 2}, rope_inv_freq(s), "target.inv_freq");
+}
+
+void Target::check_ids(const char* what, const Tensor& ids) const {
+  DF_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.ndim() == 2,
+           "Target::" << what << ": ids is " << ids.describe() << " but must be i32 [B, S]");
+  DF_CHECK(ids.dim(0) >= 1 && ids.dim(1) >= 1 && ids.dim(1) <= max_seq_len_,
+           "Target::" << what << ": ids " << ids.describe() << " has S = " << ids.dim(1) << " (B = " << ids.dim(0)
+                      << "); S must be in [1, max_seq_len = " << max_seq_len_
+                      << "]; fix: construct the Target with max_seq_len >= the longest bucket");
+}
+
+// Positions 0..S-1 for every sequence, from the persistent positions tensor: its first S rows,
+// doubled along the batch by concat until there are B copies. No host writes, so recordable.
+Tensor Target::positions(int64_t B, int64_t S) const {
+  Tensor pos = positions_.rows(0, S).reshape({1, S});
+  while (pos.dim(0) < B) pos = ops::concat(pos, pos, 0);
+  return pos.dim(0) == B ? pos : pos.rows(0, B);
+}
+
+// HF's Qwen3/Llama decoder layer: pre-norm attention (per-head q/k norm for Qwen3, rope, causal
+// GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual.
+Tensor Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& pos) const {
+  const TargetSpec& s = spec_;
+  const int64_t B = h.dim(0), S = h.dim(1), nh = s.num_attention_heads, nkv = s.num_key_value_heads;
+  const int64_t hd = s.head_dim;
+  const float eps = float(s.rms_norm_eps);
+  Tensor x = ops::rmsnorm(h, p.input_norm, eps);                 // (B, S, H)
+  Tensor q = ops::linear(x, p.q).reshape({B, S, nh, hd});        // (B, S, nh, hd)
+  Tensor k = ops::linear(x, p.k).reshape({B, S, nkv, hd});       // (B, S, nkv, hd)
+  Tensor v = ops::linear(x, p.v).reshape({B, S, nkv, hd});       // (B, S, nkv, hd)
+  if (s.has_qk_norm()) {
+    q = ops::rmsnorm(q, p.q_norm, eps);
+    k = ops::rmsnorm(k, p.k_norm, eps);
+  }
+  q = ops::rope(q, pos, inv_freq_);
+  k = ops::rope(k, pos, inv_freq_);
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)
+  Tensor r = ops::add(h, ops::linear(a, p.o));                                // (B, S, H)
+  x = ops::rmsnorm(r, p.post_norm, eps);
+  return ops::add(r, ops::linear(ops::swiglu(ops::linear(x, p.gate), ops::linear(x, p.up)), p.down));
+}
+
+Tensor Target::features(const Tensor& ids) const {
+  check_ids("features", ids);
+  DF_CHECK(!layer_ids_.empty(), "Target::features: the target was constructed with no layer ids; fix: pass the "
+                                "drafter's target_layer_ids to the Target constructor");
+  NoGrad no_grad;
+  const int64_t last = *std::max_element(layer_ids_.begin(), layer_ids_.end());
+  const std::set<int64_t> wanted(layer_ids_.begin(), layer_ids_.end());
+  const Tensor pos = positions(ids.dim(0), ids.dim(1));
+  std::vector<Tensor> kept(size_t(last + 1));  // only the wanted layers' outputs stay alive
+  Tensor h = ops::embedding(embed_, ids);      // (B, S, H)
+  for (int64_t l = 0; l <= last; ++l) {
+    h = decoder_layer(layers_[size_t(l)], h, pos);
+    if (wanted.count(l)) kept[size_t(l)] = h;
+  }
+  Tensor f = kept[size_t(layer_ids_[0])];  // (B, S, F*H) once all are joined
+  for (size_t i = 1; i < layer_ids_.size(); ++i) f = ops::concat(f, kept[size_t(layer_ids_[i])], 2);
+  return f;
+}
+
+std::vector<Tensor> Target::layer_outputs(const Tensor& ids) const {
+  check_ids("layer_outputs", ids);
+  NoGrad no_grad;
+  const Tensor pos = positions(ids.dim(0), ids.dim(1));
+  std::vector<Tensor> out;
+  Tensor h = ops::embedding(embed_, ids);
+  for (const Layer& p : layers_) out.push_back(h = decoder_layer(p, h, pos));
+  return out;
+}
+
+Tensor Target::logits(const Tensor& ids) const {
+  check_ids("logits", ids);
+  NoGrad no_grad;
+  const Tensor pos = positions(ids.dim(0), ids.dim(1));
+  Tensor h = ops::embedding(embed_, ids);
+  for (const Layer& p : layers_) h = decoder_layer(p, h, pos);
+  return ops::linear(ops::rmsnorm(h, final_norm_, float(spec_.rms_norm_eps)), lm_head_);  // (B, S, V)
+}
+
+void write_random_target(const fs::path& dir_in, const SyntheticTargetConfig& c) {
+  const fs::path dir = dir_in.has_filename() ? dir_in : dir_in.parent_path();
+  const std::string w = "write_random_target '" + dir.string() + "'";
+  DF_CHECK(c.architecture == "qwen3" || c.architecture == "llama",
+           w << ": architecture is \"" << c.architecture << "\"; it must be \"qwen3\" or \"llama\"");
+  for (auto [name, value] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
+                             {"hidden_size", c.hidden_size}, {"intermediate_size", c.intermediate_size},
+                             {"num_hidden_layers", c.num_hidden_layers}, {"num_attention_heads", c.num_attention_heads},
+                             {"num_key_value_heads", c.num_key_value_heads}, {"head_dim", c.head_dim}})
+    DF_CHECK(value >= 1, w << ": " << name << " is " << value << "; it must be >= 1");
+  DF_CHECK(c.num_attention_heads % c.num_key_value_heads == 0,
+           w << ": num_key_value_heads " << c.num_key_value_heads << " does not divide num_attention_heads "
+             << c.num_attention_heads);
+  DF_CHECK(c.head_dim % 2 == 0, w << ": head_dim " << c.head_dim << " must be even (rotate-half rope)");
+  DF_CHECK(std::isfinite(c.init_std) && c.init_std > 0, w << ": init_std is " << c.init_std << "; it must be > 0");
+  DF_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, w << ": rope_theta is " << c.rope_theta << "; it must be > 0");
+  DF_CHECK(!fs::exists(dir), w << ": the directory already exists; fix: remove it, or point target.path at it "
+                               << "with target.synthetic off to use it as it is");
+
+  const bool qwen3 = c.architecture == "qwen3";
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
+  nlohmann::ordered_json config = {
+      {"architectures", {qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", c.architecture},
+      {"hidden_size", H},
+      {"intermediate_size", I},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", hd},
+      {"vocab_size", V},
+      {"rms_norm_eps", 1e-6},
+      {"rope_theta", c.rope_theta},
+      {"max_position_embeddings", 32768},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", "float32"}};
+  if (qwen3) config["use_sliding_window"] = false;
+  else config["mlp_bias"] = false;
+
+  // Tensors in checkpoint order, each drawn in turn from one seeded stream; norms are 1.
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<float> normal(0.0f, float(c.init_std));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  shapes.push_back({"model.embed_tokens.weight", {V, H}});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    shapes.push_back({layer_key(l, "input_layernorm.weight"), {H}});
+    shapes.push_back({layer_key(l, "self_attn.q_proj.weight"), {c.num_attention_heads * hd, H}});
+    shapes.push_back({layer_key(l, "self_attn.k_proj.weight"), {c.num_key_value_heads * hd, H}});
+    shapes.push_back({layer_key(l, "self_attn.v_proj.weight"), {c.num_key_value_heads * hd, H}});
+    shapes.push_back({layer_key(l, "self_attn.o_proj.weight"), {H, c.num_attention_heads * hd}});
+    if (qwen3) {
+      shapes.push_back({layer_key(l, "self_attn.q_norm.weight"), {hd}});
+      shapes.push_back({layer_key(l, "self_attn.k_norm.weight"), {hd}});
+    }
+    shapes.push_back({layer_key(l, "post_attention_layernorm.weight"), {H}});
+    shapes.push_back({layer_key(l, "mlp.gate_proj.weight"), {I, H}});
+    shapes.push_back({layer_key(l, "mlp.up_proj.weight"), {I, H}});
+    shapes.push_back({layer_key(l, "mlp.down_proj.weight"), {H, I}});
+  }
+  shapes.push_back({"model.norm.weight", {H}});
+  shapes.push_back({"lm_head.weight", {V, H}});
+  std::vector<std::vector<float>> values;
+  std::vector<SafeTensorsEntry> entries;
+  for (const auto& [name, shape] : shapes) {
+    std::vector<float>& v = values.emplace_back(size_t(shape.size() == 1 ? shape[0] : shape[0] * shape[1]));
+    if (shape.size() == 1) std::fill(v.begin(), v.end(), 1.0f);
+    else for (float& x : v) x = normal(rng);
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) entries.push_back({shapes[i].first, "F32", shapes[i].second, values[i].data()});
+
+  // Assembled beside dir and renamed into place: dir is complete or absent, never half-written.
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  const fs::path tmp = parent / (dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  std::error_code ec;
+  try {
+    fs::create_directories(parent);
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    write_file_atomic(tmp / "config.json", config.dump(2) + "\n");
+    write_safetensors(tmp / "model.safetensors", entries, {{"format", "pt"}});
+    fs::rename(tmp, dir, ec);
+    DF_CHECK(!ec, w << ": renaming '" << tmp.string() << "' into place failed (" << ec.message()
+                    << "); fix: check that nothing else creates the directory at the same time");
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    DF_FAIL(w << ": " << e.what() << "; fix: check the path and its permissions");
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace dflash

@@ -1,0 +1,66 @@
+// The frozen target transformer (Qwen3 or Llama, forward only) loaded from a Hugging Face
+// directory: it produces the drafter's context features (DFLASH.md, "Inputs of one sequence"),
+// and the logits used for greedy data generation. Also writes random targets for tests and the
+// tiny default job.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "model/config.h"
+#include "model/hf_config.h"
+#include "runtime/tensor.h"
+
+namespace dflash {
+
+class Target {
+ public:
+  // Loads dir (config.json, then model.safetensors or the shards of model.safetensors.index.json)
+  // into persistent frozen tensors of the current context: f32 on the CPU, bf16 on CUDA. Every
+  // tensor's shape is checked against the config and NaN/Inf weights are refused. layer_ids are
+  // the decoder layers features() concatenates (0-based, repeats allowed); max_seq_len bounds
+  // the S of every forward (the positions tensor is made here, so a forward can be recorded).
+  Target(const std::filesystem::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len);
+
+  const TargetSpec& spec() const { return spec_; }
+  const std::vector<int64_t>& layer_ids() const { return layer_ids_; }
+  int64_t max_seq_len() const { return max_seq_len_; }
+  const Tensor& embed_tokens() const { return embed_; }  // frozen [V, H]
+  const Tensor& lm_head() const { return lm_head_; }     // frozen [V, H]; embed_tokens when tied
+  const Tensor& inv_freq() const { return inv_freq_; }   // f32 [hd/2], rope_inv_freq(spec())
+
+  // ids i32 [B, S] (S <= max_seq_len) -> [B, S, F*H]: the outputs of decoder layers layer_ids,
+  // concatenated in that order along the last dim. Runs layers 0..max(layer_ids) only.
+  Tensor features(const Tensor& ids) const;
+  // All L decoder layer outputs [B, S, H] (HF hidden_states[1..L], the last before the final norm).
+  std::vector<Tensor> layer_outputs(const Tensor& ids) const;
+  // [B, S, V]: all layers, the final norm and lm_head.
+  Tensor logits(const Tensor& ids) const;
+
+ private:
+  struct Layer {
+    Tensor input_norm, post_norm;  // [H]
+    Tensor q, k, v, o;             // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]
+    Tensor q_norm, k_norm;         // [hd], Qwen3 only
+    Tensor gate, up, down;         // [I, H] x2, [H, I]
+  };
+  void check_ids(const char* what, const Tensor& ids) const;
+  Tensor positions(int64_t B, int64_t S) const;  // i32 [B, S], row b = 0..S-1
+  Tensor decoder_layer(const Layer& p, const Tensor& h, const Tensor& pos) const;
+
+  TargetSpec spec_;
+  std::vector<int64_t> layer_ids_;
+  int64_t max_seq_len_ = 0;
+  Tensor embed_, lm_head_, final_norm_;
+  std::vector<Layer> layers_;
+  Tensor positions_;  // i32 [max_seq_len] = 0, 1, ...
+  Tensor inv_freq_;   // f32 [hd/2]
+};
+
+// Writes a Hugging Face directory `dir` (config.json + model.safetensors, F32) holding a random
+// target: weights ~ N(0, init_std^2) from c.seed, norms = 1, untied. It is assembled in a
+// temporary sibling and renamed into place, so `dir` never exists half-written. Refuses to
+// overwrite an existing `dir`.
+void write_random_target(const std::filesystem::path& dir, const SyntheticTargetConfig& c);
+
+}  // namespace dflash
