@@ -24,10 +24,10 @@ std::vector<Sequence> generate_from_target(const Target& target, const Synthetic
   const int64_t batch = 32;
   for (int64_t first = 0; first < count; first += batch) {
     const int64_t B = std::min(batch, count - first);
-    std::vector<int64_t> lengths(size_t(B));
+    std::vector<int64_t> lengths(static_cast<size_t>(B));
     for (auto& l : lengths) l = c.min_length + int64_t(rng() % uint64_t(c.max_length - c.min_length + 1));
     const int64_t L = *std::max_element(lengths.begin(), lengths.end());
-    std::vector<std::vector<int32_t>> seqs(size_t(B));
+    std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(B));
     for (auto& s : seqs)
       for (int64_t i = 0; i < c.prompt_length; ++i) {
         int32_t t;
@@ -51,7 +51,7 @@ std::vector<Sequence> generate_from_target(const Target& target, const Synthetic
           float mx = -INFINITY;
           for (int64_t v = 0; v < V; ++v)
             if (v != mask_token_id) mx = std::max(mx, row[v]);
-          std::vector<double> p(size_t(V));
+          std::vector<double> p(static_cast<size_t>(V));
           double z = 0;
           for (int64_t v = 0; v < V; ++v)
             z += p[size_t(v)] = v == mask_token_id ? 0.0 : std::exp(double(row[v] - mx) / c.temperature);
