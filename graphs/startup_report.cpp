@@ -38,14 +38,14 @@ std::string format_startup_table(const StartupReport& r) {
                 "kernels", "arena", "arena no-ckpt", "record ms");
   out += line;
   for (const ProgramReport& p : r.programs) {
-    std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9.1f\n", p.name.c_str(),
+    std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9.2f\n", p.name.c_str(),
                   (long long)p.bucket.seq, (long long)p.bucket.anchors, (long long)p.bucket.batch, p.kernels,
                   human_bytes(p.arena_bytes).c_str(), human_bytes(p.arena_bytes_without_checkpointing).c_str(),
                   p.record_ms);
     out += line;
   }
   std::snprintf(line, sizeof line, "device %s, %d worker(s); per worker: arena %s (shared by all programs), "
-                "persistent %s; startup %.0f ms\n",
+                "persistent %s; startup (load, plan, record) %.0f ms\n",
                 r.device.c_str(), r.workers, human_bytes(r.arena_bytes).c_str(), human_bytes(r.persistent_bytes).c_str(),
                 r.startup_ms);
   out += line;

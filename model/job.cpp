@@ -134,8 +134,9 @@ std::unique_ptr<Dataset> open_or_generate(const Job& job, const fs::path& path, 
     std::vector<Sequence> seqs = generate_from_target(target, syn, count, seed, job.drafter.mask_token_id);
     char share[64];
     std::snprintf(share, sizeof share, "%.3f", distinct_4gram_share(seqs));
+    double d = distinct_4gram_share(seqs);
     log(std::string("  distinct 4-gram share of the generated tokens: ") + share +
-        " (near 0: the continuations loop; raise data.synthetic.temperature)");
+        (d < 0.3 ? " (low: the continuations loop; raise data.synthetic.temperature)" : " (the data do not loop)"));
     fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
     write_jsonl(path, seqs);
   }

@@ -53,7 +53,6 @@ class Trainer {
   Trainer(const Config& cfg, const TrainHooks& hooks)
       : hooks_(hooks), log_((ensure_writable_dir(cfg.job.dump_folder, "job.dump_folder"), cfg.job.dump_folder),
                             cfg.metrics.progress) {
-    auto t0 = Clock::now();
     LogFn info = [this](const std::string& s) { log_.info(s); };
     job_ = setup_job(cfg, info);
     const Config& c = job_.cfg;
@@ -75,6 +74,7 @@ class Trainer {
           dir, job_.drafter.num_features() * job_.drafter.hidden_size, std::nullopt,
           hidden_rows_for(train_->lengths(), c.buckets, parse_overflow_policy(c.data.overflow, "data.overflow")));
     }
+    auto t0 = Clock::now();
     build_replicas();
     startup_ms_ = seconds_since(t0) * 1000;
     if (replicas_[0]->engine()) {
