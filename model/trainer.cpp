@@ -64,6 +64,14 @@ class Trainer {
     planner_ = std::make_unique<BatchPlanner>(train_->lengths(), c.buckets,
                                               parse_overflow_policy(c.data.overflow, "data.overflow"),
                                               c.data.shuffle_seed, train_->source().string());
+    {
+      int64_t tokens = 0;
+      for (int64_t len : train_->lengths()) tokens += len;
+      info("data: " + std::to_string(train_->size()) + " training sequences (" + std::to_string(tokens) + " tokens) from " +
+           train_->source().string() + "; longer than the largest bucket (data.overflow = \"" + c.data.overflow +
+           "\"): " + std::to_string(planner_->truncated()) + " truncated, " + std::to_string(planner_->skipped()) +
+           " skipped" + (eval_ ? "; " + std::to_string(eval_->size()) + " eval sequences" : ""));
+    }
     online_ = c.data.mode == "online";
     if (!online_) {
       fs::path dir = c.data.hidden.empty() ? c.job.dump_folder / "hidden" : c.data.hidden;
