@@ -23,21 +23,6 @@ namespace dflash::test::ckpt {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("dflash-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
 
 inline std::vector<std::string> listing(const fs::path& dir) {
   std::vector<std::string> out;
@@ -95,23 +80,9 @@ inline DrafterSpec small_spec() {
   return s;
 }
 
-// The golden drafter's dims (../shared/golden/dflash-tiny/README.md).
 inline DrafterSpec golden_spec() {
-  DrafterSpec s;
-  s.hidden_size = 64;
-  s.intermediate_size = 128;
-  s.num_hidden_layers = 2;
-  s.num_attention_heads = 4;
-  s.num_key_value_heads = 2;
-  s.head_dim = 16;
-  s.vocab_size = 320;
-  s.rms_norm_eps = 1e-6;
-  s.rope_theta = 10000.0;
-  s.max_position_embeddings = 256;
-  s.block_size = 4;
-  s.mask_token_id = 319;
-  s.target_layer_ids = {1, 2};
-  s.num_target_layers = 4;
+  DrafterSpec s = golden_drafter_spec();
+  s.loss_decay_gamma = 0;  // not exported
   return s;
 }
 

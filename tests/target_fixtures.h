@@ -23,21 +23,6 @@ namespace dflash::test {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// A fresh directory under the system temp dir, removed with its contents at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("dflash-target-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
 
 inline SyntheticTargetConfig small_config(const std::string& arch) {
   SyntheticTargetConfig c;

@@ -14,6 +14,7 @@
 
 #include "model/data.h"
 #include "model/shards.h"
+#include "tests/test_util.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 
@@ -23,20 +24,6 @@ using json = nlohmann::json;
 
 namespace {
 
-struct DataTempDir {
-  fs::path path;
-  DataTempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("dflash-data-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~DataTempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
 
 // Written and read with plain iostreams, independent of the code under test.
 void write_raw(const fs::path& p, const std::string& bytes) {
@@ -90,7 +77,7 @@ bool same(const Sequence& a, const Sequence& b) { return a.input_ids == b.input_
 
 TEST_SUITE("data") {
   TEST_CASE("JSONL: blank lines skipped, other keys ignored, CRLF accepted; write_jsonl round-trips") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     write_raw(dir / "a.jsonl", "{\"input_ids\": [5, 0, 99], \"loss_mask\": [0, 1, 1], \"id\": \"x\"}\r\n\n  \n"
                                "{\"loss_mask\": [1], \"input_ids\": [7]}");
     auto got = read_jsonl(dir / "a.jsonl", 100);
@@ -108,7 +95,7 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("JSONL: every bad line is refused with file:line, the problem and the fix") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     const std::string good = "{\"input_ids\": [1, 2], \"loss_mask\": [0, 1]}\n\n";
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"{\"input_ids\": [1, 2", "bad.jsonl:3: invalid JSON"},
@@ -138,7 +125,7 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("open_dataset takes a JSONL file or a shard directory; refuses a missing path or a lone shard") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     auto seqs = random_sequences(7, 1, 50, 1, 9);
     write_jsonl(dir / "d.jsonl", seqs);
     write_token_shards(dir / "shards", seqs, 50, 3);
@@ -158,7 +145,7 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("token shards: byte layout as documented, round trip, stale shards removed") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     write_token_shards(dir / "s", {seq({3, 4, 5}, {0, 1, 1}), seq({9}, {1})}, 10);
     std::string expect = std::string("DFLTOK\0\1", 8) + le<uint32_t>(1) + le<uint32_t>(64) + le<uint64_t>(2) +
                          le<uint64_t>(4) + le<uint64_t>(10) + le<uint64_t>(0) + std::string(16, '\0') +
@@ -194,7 +181,7 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("token shards: every damaged header, table or index is refused naming file, field and fix") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     const fs::path d = dir / "s";
     const fs::path shard = d / "tokens-00000.bin";
     auto fresh = [&] { write_token_shards(d, {seq({3, 4, 5}, {0, 1, 1}), seq({9}, {1})}, 10); };
@@ -266,7 +253,7 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("hidden shards: f32 and bf16 round trips over several shards, byte layout, partial reads, batches") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     const int64_t W = 6;
     const std::vector<int64_t> rows = {3, 0, 5, 1, 4};
     std::vector<std::vector<float>> mats;
@@ -330,7 +317,7 @@ TEST_SUITE("data") {
   }
 
   TEST_CASE("hidden shards: mismatched dims, dtype, counts, damaged headers and NaN/Inf are refused") {
-    DataTempDir dir;
+    dflash::test::TempDir dir("data");
     const fs::path d = dir / "h";
     const fs::path shard = d / "hidden-00000.bin";
     const std::vector<int64_t> rows = {2, 1};

@@ -10,25 +10,7 @@ using namespace dflash;
 using namespace dflash::test;
 
 namespace {
-DrafterSpec golden_spec() {
-  DrafterSpec s;
-  s.hidden_size = 64;
-  s.intermediate_size = 128;
-  s.num_hidden_layers = 2;
-  s.num_attention_heads = 4;
-  s.num_key_value_heads = 2;
-  s.head_dim = 16;
-  s.vocab_size = 320;
-  s.rms_norm_eps = 1e-6;
-  s.rope_theta = 10000.0;
-  s.max_position_embeddings = 256;
-  s.block_size = 4;
-  s.mask_token_id = 319;
-  s.target_layer_ids = {1, 2};
-  s.num_target_layers = 4;
-  s.loss_decay_gamma = 4.0;
-  return s;
-}
+DrafterSpec golden_spec() { return golden_drafter_spec(); }
 
 struct Golden {
   SafeTensors target{golden_dir() / "target-qwen3" / "model.safetensors"};

@@ -17,27 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed with its contents at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("dflash-st-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path / name; }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');
@@ -87,7 +66,7 @@ const std::string kTwoF32 = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0
 
 TEST_SUITE("safetensors") {
   TEST_CASE("the writer's bytes match a hand-written file") {
-    TempDir dir;
+    TempDir dir("st");
     std::vector<float> a = {1.5f, -2.0f};
     std::vector<uint8_t> m = {7, 0, 255};
     write_safetensors(dir / "x.safetensors",
@@ -101,7 +80,7 @@ TEST_SUITE("safetensors") {
 
   TEST_CASE("round trip of F32, BF16, I32 and U8 with metadata") {
     CpuRuntime rt;
-    TempDir dir;
+    TempDir dir("st");
     std::vector<float> f = {0.25f, -1.0f, 3.5f, 1e-3f, 7.0f, -0.0f};
     std::vector<uint16_t> h = {0x3f80, 0xc040, 0x0000, 0x4000};  // 1, -3, 0, 2
     std::vector<int32_t> i = {-5, 0, 2147483647, -2147483647 - 1};
@@ -154,7 +133,7 @@ TEST_SUITE("safetensors") {
 
   TEST_CASE("conversions from F16, F64, I64 and BOOL, and to bf16 by rounding") {
     CpuRuntime rt;
-    TempDir dir;
+    TempDir dir("st");
     std::vector<uint16_t> half = {0x3c00, 0xc000, 0x0001, 0x7bff};  // 1, -2, 2^-24, 65504
     std::vector<double> dbl = {1.5, -1e-3, 1e30};
     std::vector<int64_t> i64 = {-3, 2147483647, 0};
@@ -189,7 +168,7 @@ TEST_SUITE("safetensors") {
 
   TEST_CASE("wrong-kind reads and loads, range errors and shape mismatches name file, tensor and fix") {
     CpuRuntime rt;
-    TempDir dir;
+    TempDir dir("st");
     std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6};
     std::vector<float> w = {1, 2, 3, 4, 5, 6};
     std::vector<int64_t> big = {int64_t(1) << 40};
@@ -222,7 +201,7 @@ TEST_SUITE("safetensors") {
   }
 
   TEST_CASE("check_finite names the file, tensor and first bad index") {
-    TempDir dir;
+    TempDir dir("st");
     std::vector<float> f = {1.0f, 2.0f, 3.0f, NAN, INFINITY, 0.0f};
     std::vector<float> g = {1.0f, -INFINITY};
     std::vector<uint16_t> h = {0x3c00, 0x7e00};  // F16 1, NaN
@@ -245,7 +224,7 @@ TEST_SUITE("safetensors") {
   }
 
   TEST_CASE("a header padded with spaces, scalars and zero-sized tensors are accepted") {
-    TempDir dir;
+    TempDir dir("st");
     std::vector<float> v = {4.0f, 5.0f, 6.0f};
     std::string header = R"({"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
                          R"("s":{"dtype":"F32","shape":[],"data_offsets":[0,4]},)"
@@ -260,7 +239,7 @@ TEST_SUITE("safetensors") {
   }
 
   TEST_CASE("every malformed file is refused with a message naming file, tensor and problem") {
-    TempDir dir;
+    TempDir dir("st");
     const std::string d8(8, '\0'), d12(12, '\0');
     struct Case {
       const char* what;
@@ -316,7 +295,7 @@ TEST_SUITE("safetensors") {
   }
 
   TEST_CASE("short files, absurd or overlong header lengths and missing files are refused") {
-    TempDir dir;
+    TempDir dir("st");
     fs::path p = dir / "short.safetensors";
     write_raw(p, "abc");
     std::string msg = error_of([&] { SafeTensors st(p); });
@@ -333,7 +312,7 @@ TEST_SUITE("safetensors") {
   }
 
   TEST_CASE("the writer refuses bad entries") {
-    TempDir dir;
+    TempDir dir("st");
     fs::path p = dir / "w.safetensors";
     float x[2] = {1, 2};
     CHECK_THROWS_WITH_AS(write_safetensors(p, {{"a", "F32", {2}, x}, {"a", "F32", {2}, x}}),
@@ -411,7 +390,7 @@ TEST_SUITE("safetensors") {
   }
 
   TEST_CASE("read_file_bytes and write_file_atomic: contents, errors and no damage on failure") {
-    TempDir dir;
+    TempDir dir("st");
     fs::path p = dir / "f.bin";
     write_file_atomic(p, std::string("first version"));
     CHECK(read_raw(p) == "first version");

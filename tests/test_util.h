@@ -3,7 +3,9 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <unistd.h>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/drafter_spec.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
@@ -116,6 +119,55 @@ inline void check_gradients(const std::function<Tensor()>& f, const std::vector<
       CHECK(std::fabs(fd - an[size_t(i)]) <= opt.tol * scale);
     }
   }
+}
+
+// A fresh folder under the system temp dir, removed with its contents (permissions restored
+// first) when the test ends.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag = "tmp") {
+    static std::atomic<int> counter{0};
+    path = std::filesystem::temp_directory_path() /
+           ("dflash-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path operator/(const std::string& name) const { return path / name; }
+  // The names of the folder's entries, sorted.
+  std::vector<std::string> listing() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+// The golden drafter's dims (../shared/golden/dflash-tiny/README.md); loss_decay_gamma 4.
+inline DrafterSpec golden_drafter_spec() {
+  DrafterSpec s;
+  s.hidden_size = 64;
+  s.intermediate_size = 128;
+  s.num_hidden_layers = 2;
+  s.num_attention_heads = 4;
+  s.num_key_value_heads = 2;
+  s.head_dim = 16;
+  s.vocab_size = 320;
+  s.rms_norm_eps = 1e-6;
+  s.rope_theta = 10000.0;
+  s.max_position_embeddings = 256;
+  s.block_size = 4;
+  s.mask_token_id = 319;
+  s.target_layer_ids = {1, 2};
+  s.num_target_layers = 4;
+  s.loss_decay_gamma = 4.0;
+  return s;
 }
 
 // The golden reference folder: $DFLASH_GOLDEN, else ../shared/golden/dflash-tiny beside the
