@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "model/toy_worker.h"
+#include "runtime/ops.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "tests/test_util.h"
 
@@ -101,6 +102,32 @@ TEST_SUITE("gpu-replay") {
     for (int i = 0; i < 100; ++i) r.engine->program("train/64").replay();
     r.ctx.synchronize();
     CHECK(alloc_counters().total() == before);
+  }
+}
+
+TEST_SUITE("gpu-replay") {
+  TEST_CASE("a synchronisation or a raw cudaMalloc inside capture is an error, not a silent fallback") {
+    REQUIRE_GPU();
+    Context ctx(Device::cuda(0));
+    ContextScope scope(ctx);
+    Tensor x = Tensor::persistent({64}, DType::f32);
+    auto sync_inside = [&] {
+      ops::fill_(x, 1.0f);
+      ctx.synchronize();
+    };
+    ctx.reserve_arena(1 << 20);
+    CHECK_THROWS_WITH_AS(record_program(ctx, "sync", sync_inside), doctest::Contains("cudaStreamSynchronize"), Error);
+    auto malloc_inside = [&] {
+      ops::fill_(x, 2.0f);
+      void* p = cuda_backend::alloc(0, 1024);
+      cuda_backend::free(0, p);
+    };
+    CHECK_THROWS_AS(record_program(ctx, "malloc", malloc_inside), Error);
+    // The context recovers: a clean recording still works and replays.
+    Program ok = record_program(ctx, "ok", [&] { ops::fill_(x, 3.0f); });
+    ok.replay();
+    ctx.synchronize();
+    CHECK(x.to_floats()[0] == 3.0f);
   }
 }
 
