@@ -10,6 +10,8 @@
 
 namespace dflash {
 
+// One log line: the figures of the steps since the previous line (their means; lr and bucket
+// are the last step's).
 struct StepRecord {
   int64_t step = 0;  // optimizer steps done
   double loss = 0, accuracy = 0, tau = 0, grad_norm = 0, lr = 0;

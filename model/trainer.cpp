@@ -107,6 +107,7 @@ class Trainer {
     auto t_start = Clock::now();
     int64_t first = step;
     bool saved_here = false;
+    Interval interval;
     while (step < total) {
       auto t0 = Clock::now();
       int64_t tokens = prepare_step();
@@ -115,8 +116,12 @@ class Trainer {
       ++step;
       saved_here = false;
       StepRecord r = summarize(step, tokens, seconds_since(t0));
+      interval.add(r, tokens);
       if (hooks_.after_step) hooks_.after_step(step);
-      if (step % c.metrics.log_every == 0 || step == total || step == first + 1) log_.record(r, total);
+      if (step % c.metrics.log_every == 0 || step == total || step == first + 1) {
+        log_.record(interval.mean(r, replicas_.size()), total);
+        interval = Interval();
+      }
       double per_step = seconds_since(t_start) / double(step - first);
       log_.progress("step " + std::to_string(step) + "/" + std::to_string(total) + "  loss " +
                     std::to_string(r.loss).substr(0, 6) + "  ETA " + format_duration(per_step * double(total - step)));
@@ -339,6 +344,31 @@ class Trainer {
     log_.metrics(j);
     return e;
   }
+
+  // The steps since the last log line: figures are their means (tokens/s over their time).
+  struct Interval {
+    int n = 0;
+    double loss = 0, accuracy = 0, tau = 0, grad_norm = 0, ms = 0;
+    int64_t tokens = 0;
+    void add(const StepRecord& r, int64_t step_tokens) {
+      ++n;
+      loss += r.loss;
+      accuracy += r.accuracy;
+      tau += r.tau;
+      grad_norm += r.grad_norm;
+      ms += r.step_ms;
+      tokens += step_tokens;
+    }
+    StepRecord mean(StepRecord last, size_t workers) const {
+      last.loss = loss / n;
+      last.accuracy = accuracy / n;
+      last.tau = tau / n;
+      last.grad_norm = grad_norm / n;
+      last.step_ms = ms / n;
+      last.tokens_per_s = double(tokens) / (ms / 1000) / double(workers);
+      return last;
+    }
+  };
 
   struct Slot {
     int bucket = 0;
