@@ -116,6 +116,12 @@ class Trainer {
       ++step;
       saved_here = false;
       StepRecord r = summarize(step, tokens, seconds_since(t0));
+      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))
+        DF_FAIL("training diverged at step " << step << " (bucket " << r.bucket << "): loss " << r.loss
+                                             << ", gradient norm " << r.grad_norm
+                                             << ". The parameters of this step are not saved; resume from the last "
+                                                "checkpoint with a lower training.lr or training.max_grad_norm, and "
+                                                "check the data");
       interval.add(r, tokens);
       if (hooks_.after_step) hooks_.after_step(step);
       if (step % c.metrics.log_every == 0 || step == total || step == first + 1) {

@@ -76,6 +76,15 @@ TEST_SUITE("tensor") {
     CHECK_THROWS_WITH_AS(ops::add(a, ids), doctest::Contains("dtypes differ"), Error);
     CHECK_THROWS_WITH_AS(ops::linear(a, b), doctest::Contains("weights are [out, in]"), Error);
     CHECK_THROWS_WITH_AS(a.data<int32_t>(), doctest::Contains("read it with its own dtype"), Error);
+    // A tensor of another worker's device.
+    Context other(Device::cpu(1));
+    Tensor elsewhere;
+    {
+      ContextScope scope(other);
+      elsewhere = randn({2, 3}, 3);
+    }
+    CHECK_THROWS_WITH_AS(ops::add(a, elsewhere),
+                         doctest::Contains("add: f32[2,3] is on cpu:1 but the op runs on cpu:0; move the tensor"), Error);
   }
 
   TEST_CASE("allocation counters count every eager allocation") {

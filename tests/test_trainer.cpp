@@ -115,3 +115,11 @@ TEST_SUITE("trainer") {
     CHECK_THROWS_WITH_AS(run_training(cfg), doctest::Contains("run `dflash-train hidden --config"), Error);
   }
 }
+
+TEST_SUITE("trainer") {
+  TEST_CASE("a run whose loss becomes NaN stops with an error and saves nothing of it") {
+    Config cfg = small_job("diverge", {"training.lr=1e30", "training.max_grad_norm=0", "training.steps=30"}, 30);
+    CHECK_THROWS_WITH_AS(run_training(cfg), doctest::Contains("training diverged at step"), Error);
+    CHECK_FALSE(fs::exists(cfg.job.dump_folder / "checkpoints"));
+  }
+}
