@@ -1,6 +1,7 @@
 // dflash-bench: measured figures. `workers` times the toy model's recorded train+update step on
 // 1 and 2 CPU worker threads (throughput must scale: nothing on the replay path takes a global
-// lock); `toy` times replay of the toy model's step on one device (CUDA when available).
+// lock); `toy` times replay of the toy model's step on one device (CUDA when available); `step`
+// times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,11 @@
 #endif
 
 using namespace dflash;
+
+namespace dflash {
+int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
+                       bool checkpointing);
+}
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -120,11 +126,24 @@ int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
     int steps = 20;
-    bool cuda = false;
+    bool cuda = false, checkpointing = true;
+    std::string model = "small";
+    std::vector<Bucket> buckets;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
       if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
       else if (a == "--cuda") cuda = true;
+      else if (a == "--no-checkpointing") checkpointing = false;
+      else if (a.rfind("--model=", 0) == 0) model = a.substr(8);
+      else if (a.rfind("--bucket=", 0) == 0) {
+        std::string v = a.substr(9);
+        size_t colon = v.find(':');
+        if (colon == std::string::npos) {
+          std::fprintf(stderr, "dflash-bench: --bucket=SEQ:ANCHORS, e.g. --bucket=4096:512\n");
+          return 2;
+        }
+        buckets.push_back({std::stoll(v.substr(0, colon)), std::stoll(v.substr(colon + 1)), 1});
+      }
       else {
         std::fprintf(stderr, "dflash-bench: unknown argument '%s'\n", a.c_str());
         return 2;
@@ -132,9 +151,15 @@ int main(int argc, char** argv) {
     }
     if (cmd == "workers") return cmd_workers(steps);
     if (cmd == "toy") return cmd_toy(steps, cuda);
+    if (cmd == "step") {
+      if (buckets.empty()) buckets = {{512, 64, 1}, {1024, 128, 1}, {2048, 256, 1}};
+      return bench_drafter_step(model, buckets, steps, cuda, checkpointing);
+    }
     std::fprintf(stderr,
                  "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
-                 "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n");
+                 "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n"
+                 "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
+                 "                         [--no-checkpointing]   the DFlash drafter step of ../shared/BENCH.md\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

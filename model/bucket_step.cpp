@@ -16,20 +16,19 @@ void HostBatch::resize(const Bucket& b, int64_t feature_width, bool offline) {
   real_tokens = sequences = 0;
 }
 
-BucketStep::BucketStep(const Drafter& drafter, const Target* target, const Bucket& bucket, int64_t chunk_rows)
-    : drafter_(drafter), target_(target), bucket_(bucket), chunk_rows_(chunk_rows) {
+BucketStep::BucketStep(const Drafter& drafter, const Target* target, const Bucket& bucket, int64_t chunk_rows,
+                       bool hidden_on_device)
+    : drafter_(drafter), target_(target), staged_hidden_(!target && !hidden_on_device), bucket_(bucket),
+      chunk_rows_(chunk_rows) {
   const int64_t B = bucket.batch, S = bucket.seq, N = bucket.anchors;
   const int64_t FH = drafter.spec().num_features() * drafter.spec().hidden_size;
   input_ids_ = io_.input("input_ids", {B, S}, DType::i32);
   loss_mask_ = io_.input("loss_mask", {B, S}, DType::i32);
   anchors_ = io_.input("anchors", {B, N}, DType::i32);
   keep_ = io_.input("keep", {B, N}, DType::i32);
-  if (target) {
-    target_ids_ = target_io_.input("input_ids", {B, S}, DType::i32);
-    hidden_ = Tensor::persistent({B, S, FH}, drafter.params().flat_compute().dtype(), "target_hidden");
-  } else {
-    hidden_ = io_.input("target_hidden", {B, S, FH}, DType::f32);
-  }
+  if (target) target_ids_ = target_io_.input("input_ids", {B, S}, DType::i32);
+  if (staged_hidden_) hidden_ = io_.input("target_hidden", {B, S, FH}, DType::f32);
+  else hidden_ = Tensor::persistent({B, S, FH}, drafter.params().flat_compute().dtype(), "target_hidden");
   out_ = io_.output("results", {8}, DType::f32);
 }
 
@@ -39,7 +38,7 @@ void BucketStep::stage(const HostBatch& b) const {
   io_.staging("anchors").copy_from_host(b.anchors.data(), b.anchors.size() * 4);
   io_.staging("keep").copy_from_host(b.keep.data(), b.keep.size() * 4);
   if (target_) target_io_.staging("input_ids").copy_from_host(b.input_ids.data(), b.input_ids.size() * 4);
-  else io_.staging("target_hidden").copy_from_host(b.hidden.data(), b.hidden.size() * 4);
+  if (staged_hidden_) io_.staging("target_hidden").copy_from_host(b.hidden.data(), b.hidden.size() * 4);
 }
 
 void BucketStep::target_body() const {
@@ -51,7 +50,10 @@ void BucketStep::target_body() const {
 
 void BucketStep::forward_and_report(bool train, bool checkpointing) const {
   io_.stage_in();
-  DrafterInputs in{input_ids_, loss_mask_, anchors_, keep_, hidden_};
+  // Staged hidden states arrive as f32; the drafter computes in its parameters' dtype.
+  DType compute = drafter_.params().flat_compute().dtype();
+  Tensor hidden = hidden_.dtype() == compute ? hidden_ : ops::cast(hidden_, compute);
+  DrafterInputs in{input_ids_, loss_mask_, anchors_, keep_, hidden};
   DrafterOutputs o = drafter_.forward(in, checkpointing, chunk_rows_);
   if (train) backward(o.loss);
   ops::copy_(out_.rows(0, 1), o.loss);

@@ -36,7 +36,10 @@ struct StepResult {
 class BucketStep {
  public:
   // target: the frozen target for online mode, or null (offline: hidden states are staged).
-  BucketStep(const Drafter& drafter, const Target* target, const Bucket& bucket, int64_t chunk_rows);
+  // hidden_on_device (no target): the features live in a device tensor the caller fills once
+  // (hidden()); the benchmark's setting, where the target forward is not timed.
+  BucketStep(const Drafter& drafter, const Target* target, const Bucket& bucket, int64_t chunk_rows,
+             bool hidden_on_device = false);
 
   void stage(const HostBatch& batch) const;  // host copies into the staging buffers
   void target_body() const;                  // online: ids -> target features (static)
@@ -54,6 +57,7 @@ class BucketStep {
   void forward_and_report(bool train, bool checkpointing) const;
   const Drafter& drafter_;
   const Target* target_;
+  bool staged_hidden_;
   Bucket bucket_;
   int64_t chunk_rows_;
   StaticIO io_, target_io_;

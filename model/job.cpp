@@ -45,12 +45,11 @@ std::vector<Device> resolve_devices(const RuntimeConfig& rt, std::string* note) 
   };
   if (d == "cpu") {
     cpu("runtime.devices = \"cpu\"");
+  } else if (d == "auto" && gpus == 0) {
+    cpu("runtime.devices = \"auto\": no GPU found; training on the CPU");
   } else if (d == "auto") {
-    // The DFlash drafter's attention and data-side kernels exist on the CPU only so far; the
-    // CUDA backend runs the runtime's own ops (see docs/BENCH.md).
-    cpu(gpus ? "runtime.devices = \"auto\": " + std::to_string(gpus) +
-                   " GPU(s) found, but the CUDA backend has no DFlash drafter kernels yet; training on the CPU"
-             : "runtime.devices = \"auto\": no GPU found; training on the CPU");
+    for (int i = 0; i < gpus; ++i) out.push_back(Device::cuda(i));
+    if (note) *note = "runtime.devices = \"auto\": " + std::to_string(gpus) + " GPU(s) found";
   } else {
     DF_CHECK(gpus > 0, "runtime.devices = \"" << d << "\" but no CUDA device is visible"
                                               << (gpus == 0 ? " (or this build has no CUDA backend)" : "")

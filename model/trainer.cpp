@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstring>
 
 #include "graphs/startup_report.h"
 #include "graphs/worker.h"
@@ -164,9 +165,14 @@ class Trainer {
   void build_replicas() {
     const Config& c = job_.cfg;
     const int W = int(job_.devices.size());
-    if (W > 1) {
-      DF_CHECK(job_.devices[0].is_cpu(), "several GPUs need the NCCL communicator, which is not built yet; use one GPU "
-                                         "(runtime.devices = \"cuda:0\") or the CPU");
+    if (W > 1 && job_.devices[0].is_cuda()) {
+#ifdef DFLASH_NCCL
+      std::vector<int> ids;
+      for (const Device& d : job_.devices) ids.push_back(d.index);
+      comm_ = std::make_unique<NcclCommunicator>(ids);
+#else
+      DF_FAIL("several GPUs need NCCL, which this build did not find; use one GPU (runtime.devices = \"cuda:0\")");
+#endif
     }
     OptimizerConfig opt;
     opt.lr = float(c.training.lr);
@@ -196,20 +202,21 @@ class Trainer {
       o.init_seed = c.job.seed;
       o.init_std = c.drafter.init_std;
       o.optimizer = opt;
-      if (w == 0 && W > 1) {
+      if (w == 0 && W > 1 && o.device.is_cpu()) {
         // The communicator needs the flat gradient size, known once a drafter exists.
         Context probe(o.device);
         ContextScope s(probe);
         padded = ParameterStore(drafter_param_specs(o.spec)).padded_numel();
-        comm_ = std::make_unique<ThreadCommunicator>(W, padded);
+        thread_comm_ = new ThreadCommunicator(W, padded);
+        comm_.reset(thread_comm_);
       }
       o.comm = comm_.get();
       log_.progress("loading worker " + std::to_string(w) + " on " + o.device.str());
       replicas_.push_back(std::make_unique<Replica>(o));
       Replica& r = *replicas_.back();
-      if (comm_) {
+      if (thread_comm_) {
         ContextScope s(r.context());
-        comm_->register_buffer(w, r.drafter().params().flat_grads().data<float>());
+        thread_comm_->register_buffer(w, r.drafter().params().flat_grads().data<float>());
       }
       if (!c.drafter.init.empty()) {
         ContextScope s(r.context());
@@ -327,6 +334,12 @@ class Trainer {
     r.tau = tau_n > 0 ? r.tau / tau_n : 0.0;
     r.grad_norm = stats_[0][0];
     r.lr = stats_[0][1];
+    // After the all-reduce every rank holds the same gradients, so every rank reports the same norm.
+    for (size_t w = 1; w < stats_.size(); ++w)
+      DF_CHECK(std::memcmp(stats_[w].data(), stats_[0].data(), sizeof(float) * 2) == 0 || std::isnan(stats_[0][0]),
+               "workers disagree after the gradient all-reduce at step " << step << ": rank " << w << " reports grad norm "
+                                                                          << stats_[w][0] << ", rank 0 " << stats_[0][0]
+                                                                          << " (a communicator bug; please report it)");
     r.step_ms = seconds * 1000;
     r.tokens_per_s = double(tokens) / seconds / double(replicas_.size());
     std::sort(used.begin(), used.end(), [&](int a, int b) { return job_.cfg.buckets[size_t(a)].seq < job_.cfg.buckets[size_t(b)].seq; });
@@ -389,7 +402,8 @@ class Trainer {
   std::unique_ptr<HiddenDataset> hidden_;
   std::unique_ptr<BatchPlanner> planner_;
   bool online_ = true;
-  std::unique_ptr<ThreadCommunicator> comm_;
+  std::unique_ptr<Communicator> comm_;
+  ThreadCommunicator* thread_comm_ = nullptr;  // comm_ when the workers are CPU threads
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::unique_ptr<WorkerThread>> threads_;
   std::vector<std::vector<Slot>> slots_;

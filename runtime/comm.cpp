@@ -1,9 +1,13 @@
 // Thread and sequential communicators: the same rank-ordered sum, with and without threads.
 #include "runtime/comm.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/context.h"
+#ifdef DFLASH_NCCL
+#include <nccl.h>
+#endif
 #include "runtime/error.h"
 
 namespace dflash {
@@ -58,6 +62,10 @@ void SequentialCommunicator::all_reduce_sum(float* data, int64_t n, int rank) {
   }
 }
 
+void Communicator::all_reduce_sum_on_stream(float*, int64_t, int, void*) {
+  DF_FAIL("all_reduce of GPU memory through a CPU communicator: GPU workers need the NCCL communicator");
+}
+
 void all_reduce_(Communicator* comm, const Tensor& flat, int rank) {
   if (!comm || comm->world() == 1) return;
   OpScope op("all_reduce");
@@ -65,8 +73,45 @@ void all_reduce_(Communicator* comm, const Tensor& flat, int rank) {
   Context& ctx = Context::current();
   float* p = flat.data<float>();
   int64_t n = flat.numel();
-  DF_CHECK(ctx.device().is_cpu(), "all_reduce on " << ctx.device().str() << ": use the NCCL communicator");
-  ctx.launch([comm, p, n, rank] { comm->all_reduce_sum(p, n, rank); });
+  if (ctx.device().is_cpu()) {
+    ctx.launch([comm, p, n, rank] { comm->all_reduce_sum(p, n, rank); });
+    return;
+  }
+  if (void* s = ctx.cuda_stream_for_launch()) comm->all_reduce_sum_on_stream(p, n, rank, s);
 }
+
+#ifdef DFLASH_NCCL
+namespace {
+void check_nccl(ncclResult_t r, const char* what) {
+  DF_CHECK(r == ncclSuccess, what << " failed: " << ncclGetErrorString(r)
+                                  << " (set NCCL_DEBUG=WARN for details; NVLink multicast must stay off: NCCL_NVLS_ENABLE=0)");
+}
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(const std::vector<int>& devices) {
+  DF_CHECK(!devices.empty(), "NcclCommunicator: no devices");
+  // NVLink multicast (NVLS) is left off unless the user asked for it: on shared hosts it can take
+  // the GPUs out of service.
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  std::vector<ncclComm_t> comms(devices.size());
+  check_nccl(ncclCommInitAll(comms.data(), int(devices.size()), devices.data()), "ncclCommInitAll");
+  for (ncclComm_t c : comms) comms_.push_back(c);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  for (void* c : comms_) ncclCommDestroy(static_cast<ncclComm_t>(c));
+}
+
+void NcclCommunicator::all_reduce_sum(float*, int64_t, int) {
+  DF_FAIL("NcclCommunicator reduces device buffers on a stream (all_reduce_sum_on_stream)");
+}
+
+void NcclCommunicator::all_reduce_sum_on_stream(float* data, int64_t n, int rank, void* stream) {
+  DF_CHECK(rank >= 0 && size_t(rank) < comms_.size(), "all_reduce: rank " << rank << " outside the world of " << comms_.size());
+  check_nccl(ncclAllReduce(data, data, size_t(n), ncclFloat, ncclSum, static_cast<ncclComm_t>(comms_[size_t(rank)]),
+                           static_cast<cudaStream_t>(stream)),
+             "ncclAllReduce");
+}
+#endif
 
 }  // namespace dflash

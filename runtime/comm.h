@@ -18,7 +18,26 @@ class Communicator {
   // Called by every rank with its own buffer (registered at startup); on return every rank's
   // buffer holds the sum over ranks, added in rank order.
   virtual void all_reduce_sum(float* data, int64_t n, int rank) = 0;
+  // GPU communicators: enqueue the all-reduce of a device buffer on a stream (captured into the
+  // update program). The default refuses: a CPU communicator cannot reduce GPU memory.
+  virtual void all_reduce_sum_on_stream(float* data, int64_t n, int rank, void* stream);
 };
+
+#ifdef DFLASH_NCCL
+// Several GPUs of one process through NCCL (one communicator per device, made together). The
+// reduction order is NCCL's, fixed for a given set of devices and NCCL version.
+class NcclCommunicator : public Communicator {
+ public:
+  explicit NcclCommunicator(const std::vector<int>& devices);
+  ~NcclCommunicator() override;
+  int world() const override { return int(comms_.size()); }
+  void all_reduce_sum(float* data, int64_t n, int rank) override;
+  void all_reduce_sum_on_stream(float* data, int64_t n, int rank, void* stream) override;
+
+ private:
+  std::vector<void*> comms_;  // ncclComm_t per rank
+};
+#endif
 
 // Worker threads of one process. Each rank reduces its own slice (reading all ranks' buffers),
 // then every rank copies the whole result: two barriers, no locks, no allocation.

@@ -77,6 +77,7 @@ steps = )" + std::to_string(steps) + R"(
 lr = 3e-3
 grad_accum = 2
 [runtime]
+devices = "cpu"
 cpu_workers = 2
 [checkpoint]
 every = 0

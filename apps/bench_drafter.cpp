@@ -1,0 +1,178 @@
+// dflash-bench step: the DFlash drafter's training step (forward + backward + optimizer) on the
+// shapes of ../shared/BENCH.md, recorded and replayed, with random bf16 target features already on
+// the device (the target forward is not timed). Reports startup, median step time, TFLOP/s
+// counted the way the anchors count, and memory.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graphs/engine.h"
+#include "graphs/startup_report.h"
+#include "graphs/update.h"
+#include "model/bucket_step.h"
+
+namespace dflash {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+DrafterSpec bench_spec(const std::string& model) {
+  DrafterSpec s;
+  s.vocab_size = 151936;
+  s.block_size = 16;
+  s.target_layer_ids = {1, 9, 17, 25, 33};
+  s.num_target_layers = 36;
+  s.mask_token_id = 151669;
+  s.loss_decay_gamma = 7.0;
+  s.rope_theta = 1000000.0;
+  if (model == "small") {
+    s.hidden_size = 1024, s.intermediate_size = 3072, s.num_hidden_layers = 2;
+    s.num_attention_heads = 16, s.num_key_value_heads = 8, s.head_dim = 64;
+  } else if (model == "qwen3-8b") {
+    s.hidden_size = 4096, s.intermediate_size = 12288, s.num_hidden_layers = 5;
+    s.num_attention_heads = 32, s.num_key_value_heads = 8, s.head_dim = 128;
+  } else {
+    DF_FAIL("--model=" << model << ": use small or qwen3-8b (../shared/BENCH.md)");
+  }
+  return s;
+}
+
+// Fills a tensor with N(0, std^2) values, tiling one random block (fast for 10^9 elements; never
+// zeros, which would time unrealistically).
+void fill_random(const Tensor& t, uint64_t seed, float std) {
+  const int64_t rows = t.dim(0), cols = t.numel() / std::max<int64_t>(rows, 1);
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 22) / std::max<int64_t>(cols, 1));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, std);
+  size_t n = size_t(std::min(rows, chunk) * cols);
+  std::vector<float> f(n);
+  for (float& x : f) x = normal(rng);
+  std::vector<uint16_t> b;
+  if (t.dtype() == DType::bf16) {
+    b.resize(n);
+    for (size_t i = 0; i < n; ++i) b[i] = f32_to_bf16(f[i]);
+  }
+  for (int64_t r = 0; r < rows; r += chunk) {
+    int64_t e = std::min(rows, r + chunk);
+    size_t bytes = size_t((e - r) * cols) * dtype_size(t.dtype());
+    t.rows(r, e).copy_from_host(t.dtype() == DType::bf16 ? static_cast<const void*>(b.data()) : f.data(), bytes);
+  }
+}
+
+// FLOPs of one step as ../shared/BENCH.md counts them.
+double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32_t>& anchors) {
+  const double B = double(b.batch), S = double(b.seq), N = double(b.anchors), bs = double(s.block_size);
+  const double T = N * bs, H = double(s.hidden_size), I = double(s.intermediate_size), V = double(s.vocab_size);
+  const double q = double(s.num_attention_heads * s.head_dim), kv = double(s.num_key_value_heads * s.head_dim);
+  const double F = double(s.num_features());
+  double fc = 2 * (2 * B * S * F * H * H);  // forward and weight gradient
+  double per_layer = 2 * B * (T * H * q + 2 * (S + T) * H * kv + T * q * H + 3 * T * H * I);
+  double layers = 3 * double(s.num_hidden_layers) * per_layer;
+  double visible = 0;
+  for (int32_t a : anchors) visible += double(a) + bs;
+  double attn = 3.5 * double(s.num_hidden_layers) * 4 * bs * visible * double(s.head_dim) * double(s.num_attention_heads);
+  double head = 2 * (2 * B * T * H * V);  // forward and input gradient
+  return fc + layers + attn + head;
+}
+
+// Sorted distinct anchors for every sequence of the batch (all kept), seeded.
+std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> all;
+  for (int64_t r = 0; r < b.batch; ++r) {
+    std::vector<int32_t> pos(size_t(b.seq - bs + 1));
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = int32_t(i);
+    for (int64_t i = 0; i < b.anchors; ++i) std::swap(pos[size_t(i)], pos[size_t(i) + rng() % (pos.size() - size_t(i))]);
+    std::sort(pos.begin(), pos.begin() + b.anchors);
+    all.insert(all.end(), pos.begin(), pos.begin() + b.anchors);
+  }
+  return all;
+}
+}  // namespace
+
+int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
+                       bool checkpointing) {
+  DrafterSpec spec = bench_spec(model);
+  Device dev = cuda ? Device::cuda(0) : Device::cpu();
+  Context ctx(dev);
+  ContextScope scope(ctx);
+  DType compute = dev.is_cuda() ? DType::bf16 : DType::f32;
+  auto t_load = Clock::now();
+  Tensor embed = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "embed");
+  Tensor head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "lm_head");
+  fill_random(embed, 1, 1.0f);
+  fill_random(head, 2, 0.02f);
+  Drafter drafter(spec, embed, head);
+  fill_random(drafter.params().flat_master(), 3, 0.02f);
+  drafter.params().sync_compute_copy();
+  OptimizerConfig opt;
+  opt.total_steps = 1000;
+  opt.warmup_steps = 40;
+  AdamWOptimizer optimizer(drafter.params(), opt);
+  UpdateStep update(optimizer, drafter.params(), nullptr, 0, 1);
+  std::vector<std::unique_ptr<BucketStep>> steps_by_bucket;
+  for (const Bucket& b : buckets) {
+    steps_by_bucket.push_back(std::make_unique<BucketStep>(drafter, nullptr, b, 1024, true));
+    fill_random(steps_by_bucket.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
+  }
+  double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  auto t0 = Clock::now();
+  Engine engine(ctx);
+  for (auto& s : steps_by_bucket) {
+    BucketStep* step = s.get();
+    engine.add("train/" + std::to_string(step->bucket().seq), step->bucket(), [step](bool c) { step->train_body(c); },
+               checkpointing);
+  }
+  engine.add("update", Bucket{}, [&update](bool) { update.body(); }, false);
+  engine.build(available_memory_bytes(dev));
+  double startup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  StartupReport report = make_startup_report(engine, 1, startup_ms);
+  std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), dev.str().c_str(), load_s,
+              format_startup_table(report).c_str());
+  const size_t peak = ctx.persistent_bytes() + engine.arena_bytes();
+  std::printf("%-12s %10s %10s %10s %12s\n", "bucket", "step ms", "TFLOP", "TFLOP/s", "peak GiB");
+  for (auto& s : steps_by_bucket) {
+    const Bucket& b = s->bucket();
+    HostBatch host[3];
+    std::vector<int32_t> anchors[3];
+    for (int k = 0; k < 3; ++k) {
+      host[k].resize(b, 0, false);
+      std::mt19937_64 rng(100 + uint64_t(k));
+      for (auto& id : host[k].input_ids) id = int32_t(rng() % uint64_t(spec.vocab_size - 1));
+      std::fill(host[k].loss_mask.begin(), host[k].loss_mask.end(), 1);
+      anchors[k] = random_anchors(b, spec.block_size, 7 + uint64_t(k));
+      host[k].anchors = anchors[k];
+      std::fill(host[k].keep.begin(), host[k].keep.end(), 1);
+    }
+    const Program& train = engine.program("train/" + std::to_string(b.seq));
+    const Program& upd = engine.program("update");
+    std::vector<double> ms;
+    for (int i = 0; i < steps + 3; ++i) {
+      s->stage(host[i % 3]);
+      ctx.synchronize();
+      auto a = Clock::now();
+      train.replay();
+      upd.replay();
+      ctx.synchronize();
+      if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    double med = ms[ms.size() / 2];
+    double flops = 0;
+    for (int k = 0; k < 3; ++k) flops += step_flops(spec, b, anchors[k]) / 3;
+    StepResult r = s->result();
+    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f)\n", (long long)b.seq, (long long)b.anchors, med,
+                flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30), r.loss);
+    std::printf("{\"bench\":\"step\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
+                "\"step_ms\":%.3f,\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,\"persistent_bytes\":%zu}\n",
+                model.c_str(), dev.str().c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch, med,
+                flops / 1e12 / (med / 1e3), startup_ms, engine.arena_bytes(), ctx.persistent_bytes());
+  }
+  return 0;
+}
+
+}  // namespace dflash
