@@ -3,6 +3,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash {
 using namespace ops::detail;
@@ -31,7 +34,20 @@ DFlashPrepared dflash_prepare(const Tensor& input_ids, const Tensor& loss_mask, 
   p.labels = Tensor::empty({B, T}, DType::i32);
   p.w = Tensor::empty({B, T}, DType::f32);
   p.lw = Tensor::empty({B, T}, DType::f32);
-  if (!on_cpu()) no_cuda_kernel("dflash_prepare");
+  if (!on_cpu()) {
+#ifdef DFLASH_CUDA
+    DF_CHECK(block_size <= kernels::cuda::kDFlashMaxBlock,
+             "dflash_prepare: block size " << block_size << " on CUDA must be at most " << kernels::cuda::kDFlashMaxBlock
+                                           << " (the decay weights are a per-slot table); use a smaller drafter.block_size");
+    const kernels::cuda::DFlashBatchDims d{B, S, N, block_size, int32_t(mask_token_id), float(gamma)};
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::dflash_prepare(i32(input_ids), i32(loss_mask), i32(anchors), i32(keep), d, i32(p.noise_ids),
+                                    i32(p.q_pos), i32(p.k_pos), i32(p.labels), f32(p.w), f32(p.lw), s);
+    return p;
+#else
+    no_cuda_kernel("dflash_prepare");
+#endif
+  }
   kernels::cpu::DFlashDims d = dims(input_ids, anchors, block_size, mask_token_id, gamma);
   const int32_t *ids = i32(input_ids), *mask = i32(loss_mask), *anc = i32(anchors), *kp = i32(keep);
   int32_t *noise = i32(p.noise_ids), *qp = i32(p.q_pos), *kpos = i32(p.k_pos), *labels = i32(p.labels);
@@ -48,7 +64,16 @@ Tensor dflash_metrics(const Tensor& ce, const Tensor& argmax, const DFlashPrepar
            "dflash_metrics: ce " << ce.describe() << " and argmax " << argmax.describe() << " must have B*N*bs = "
                                  << B * N * block_size << " elements");
   Tensor out = Tensor::empty({kernels::cpu::kDFlashSums}, DType::f32);
-  if (!on_cpu()) no_cuda_kernel("dflash_metrics");
+  if (!on_cpu()) {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::dflash_metrics(f32(ce), i32(argmax), i32(p.labels), f32(p.w), f32(p.lw), i32(keep), B, N,
+                                    block_size, f32(out), s);
+    return out;
+#else
+    no_cuda_kernel("dflash_metrics");
+#endif
+  }
   kernels::cpu::DFlashDims d{B, 0, N, block_size, 0, 0};
   const float *pce = f32(ce), *w = f32(p.w), *lw = f32(p.lw);
   const int32_t *am = i32(argmax), *labels = i32(p.labels), *kp = i32(keep);

@@ -77,6 +77,12 @@ int64_t dflash_attention_all_tiles(int64_t batch, int64_t context_len, int64_t n
 // The frozen target's causal attention, forward only (inputs that need grad are refused):
 // q [B, S, nh, hd], k and v [B, S, nkv, hd] -> [B, S, nh, hd]. Query i of a sequence sees its keys
 // j <= i; GQA: query head h uses kv head h / (nh/nkv). Scores are scale * q.k (usually hd^-0.5).
+// CUDA: q, k, v f32 or bf16 (one dtype, also the output's) and hd a multiple of 8.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale);
+
+// x converted to dtype `to` (always a new tensor). CUDA: f32 <-> bf16 (rounding to nearest even,
+// bit for bit like f32_to_bf16) or a copy; CPU: f32 -> f32 only (the CPU computes in f32).
+// Backward: dx += dy converted to dx's dtype.
+Tensor cast(const Tensor& x, DType to);
 
 }  // namespace dflash::ops

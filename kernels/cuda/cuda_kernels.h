@@ -138,4 +138,46 @@ struct LinearCeBackward {
 };
 void linear_ce_backward(const LinearCeBackward& a, void* cublas_handle, void* stream);
 
+// cast.cu: dst = src converted elementwise (f32 <-> bf16, or a copy when both flags agree).
+// f32 -> bf16 rounds to nearest even exactly like dflash::f32_to_bf16 (a NaN keeps its sign and top
+// payload bits and becomes quiet); bf16 -> f32 is exact.
+void cast(const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n, void* stream);
+
+// causal_attention.cu: the frozen target's causal (key j <= query i) softmax attention with GQA,
+// forward only (kernels/cpu/causal_attention.cpp is the reference). q, out [B, S, nh, hd];
+// k, v [B, S, nkv, hd]; all four of one dtype; query head h uses kv head h / (nh / nkv).
+// hd % 8 == 0 and hd <= kCausalAttentionMaxHeadDim. bf16 with 16-byte aligned pointers runs on
+// tensor cores (mma.sync, f32 accumulation); f32, or unaligned bf16, on CUDA cores.
+inline constexpr int64_t kCausalAttentionMaxHeadDim = 256;
+struct CausalAttentionArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  bool bf16;
+  int64_t B, S, nh, nkv, hd;
+  float scale;
+};
+void causal_attention_forward(const CausalAttentionArgs& a, void* stream);
+
+// dflash_batch.cu: as kernels/cpu/dflash_batch.cpp, bit for bit. All pointers on the device.
+// The loss-decay weights exp(-(k-1)/gamma) are evaluated on the host with the CPU's expression
+// and passed by value, so bs <= kDFlashMaxBlock.
+inline constexpr int64_t kDFlashMaxBlock = 128;
+struct DFlashBatchDims {
+  int64_t B, S, N, bs;
+  int32_t mask_token_id;
+  float gamma;  // <= 0: no loss decay
+};
+// input_ids, loss_mask [B, S]; anchors, keep [B, N] -> noise_ids, q_pos, labels, w, lw [B, N*bs],
+// k_pos [B, S + N*bs].
+void dflash_prepare(const int32_t* input_ids, const int32_t* loss_mask, const int32_t* anchors, const int32_t* keep,
+                    const DFlashBatchDims& d, int32_t* noise_ids, int32_t* q_pos, int32_t* k_pos, int32_t* labels,
+                    float* w, float* lw, void* stream);
+// out [7] (kernels::cpu::dflash_metrics): one block; the float sums are taken in double in the CPU's
+// order (element order), the counts in integers, so the result equals the CPU's bit for bit.
+inline constexpr int kDFlashSums = 7;
+void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* labels, const float* w, const float* lw,
+                    const int32_t* keep, int64_t B, int64_t N, int64_t bs, float* out, void* stream);
+
 }  // namespace dflash::kernels::cuda

@@ -1,15 +1,39 @@
 // causal_attention: the frozen target's causal softmax attention with GQA, forward only (the
-// target never takes gradients): argument checks and the kernel call.
+// target never takes gradients): argument checks and the kernel call (CPU or CUDA).
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
 
 namespace {
 constexpr const char* kOp = "causal_attention";
+
+// CUDA: q, k, v f32 or bf16 (all one dtype, the output's too), hd a multiple of 8.
+Tensor causal_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
+#ifndef DFLASH_CUDA
+  no_cuda_kernel(kOp);
+#endif
+  check_float_dtype(kOp, q, "q");
+  DF_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+           kOp << ": q " << q.describe() << ", k " << k.describe() << " and v " << v.describe()
+               << " must share one dtype (f32 or bf16); convert them before the call");
+  const int64_t B = q.dim(0), S = q.dim(1), nh = q.dim(2), hd = q.dim(3);
+  DF_CHECK(hd % 8 == 0, kOp << ": q " << q.describe() << " has head dim " << hd
+                            << "; the CUDA kernel needs a multiple of 8 (16-byte rows); run this model on the CPU backend");
+  Tensor out = Tensor::empty({B, S, nh, hd}, q.dtype());  // (B, S, nh, hd)
+#ifdef DFLASH_CUDA
+  if (void* s = ctx().cuda_stream_for_launch())
+    kernels::cuda::causal_attention_forward({q.raw(), k.raw(), v.raw(), out.raw(), bf16(q), B, S, nh, k.dim(2), hd, scale},
+                                            s);
+#endif
+  return out;
+}
 }  // namespace
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
@@ -37,7 +61,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, float
            kOp << ": q " << q.describe() << ", k " << k.describe() << " or v " << v.describe()
                << " requires grad, but causal_attention has no backward (it serves the frozen target); "
                   "run the target under NoGrad");
-  if (!on_cpu()) no_cuda_kernel(kOp);
+  if (!on_cpu()) return causal_attention_cuda(q, k, v, scale);
   check_dtype(kOp, q, DType::f32, "q");
   check_dtype(kOp, k, DType::f32, "k");
   check_dtype(kOp, v, DType::f32, "v");
