@@ -180,4 +180,45 @@ inline constexpr int kDFlashSums = 7;
 void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* labels, const float* w, const float* lw,
                     const int32_t* keep, int64_t B, int64_t N, int64_t bs, float* out, void* stream);
 
+// dflash_attention.cu, dflash_attention_backward.cu: DFlash block-sparse attention (DFLASH.md,
+// "The attention mask"; the same semantics as kernels/cpu/attention.cpp). q [B, T, nh, hd] with
+// T = N*bs, k and v [B, S+T, nkv, hd], all of one dtype (bf16 flag); anchors, keep i32 [B, N].
+// Needs hd % 8 == 0, hd <= 256, 1 <= bs <= 64, nh % nkv == 0 and 16-byte aligned q, k, v, dout.
+// Tensor cores (mma.sync bf16, f32 accumulation); f32 tensors are split into two bf16 halves.
+// key_tile only sets the reported count: tiles[0] = sum over kept blocks of
+// ceil(min(anchor, S) / key_tile) + 1, as on the CPU (the kernels' own tiles are internal).
+struct DflashAttentionDims {
+  int64_t B, S, N, bs, nh, nkv, hd, key_tile;
+  float scale;
+};
+struct DflashAttentionForward {
+  const void *q, *k, *v;
+  bool bf16;
+  const int32_t *anchors, *keep;
+  DflashAttentionDims d;
+  void* out;       // [B, T, nh, hd] in q's dtype; dropped blocks get 0
+  float* lse;      // [B, nh, T], saved for backward; dropped blocks get 0
+  int32_t* tiles;  // [1]
+};
+void dflash_attention_forward(const DflashAttentionForward& a, void* stream);
+// dq, dk, dv accumulate (+=) and any of them may be null; dropped blocks contribute nothing.
+struct DflashAttentionBackward {
+  const void *q, *k, *v;
+  bool bf16;
+  const int32_t *anchors, *keep;
+  DflashAttentionDims d;
+  const void* out;   // the forward's output (q's dtype)
+  const void* dout;  // [B, T, nh, hd]
+  bool dout_bf16;
+  const float* lse;  // the forward's
+  float* delta;      // [B, nh, T] scratch: dO . O per query row
+  void* dq;
+  bool dq_bf16;
+  void* dk;
+  bool dk_bf16;
+  void* dv;
+  bool dv_bf16;
+};
+void dflash_attention_backward(const DflashAttentionBackward& a, void* stream);
+
 }  // namespace dflash::kernels::cuda

@@ -1,7 +1,11 @@
 // dflash_attention: DFlash's block-sparse drafter attention (DFLASH.md, "The attention mask"):
-// shape checks, the forward kernel call and the backward rule (inputs q, k, v).
+// shape checks, the forward kernel call and the backward rule (inputs q, k, v), on the CPU and
+// on CUDA (kernels/cuda/dflash_attention*.cu: bf16 or f32, head dim a multiple of 8 up to 256).
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops {
 using namespace detail;
@@ -14,9 +18,9 @@ kernels::cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, co
                                             const Tensor& keep, int64_t S, int64_t bs, float scale,
                                             int64_t key_tile) {
   using kernels::cpu::kAttentionMaxBlock, kernels::cpu::kAttentionMaxKeyTile, kernels::cpu::kAttentionMaxHeadDim;
-  check_dtype(kOp, q, DType::f32, "q");
-  check_dtype(kOp, k, DType::f32, "k");
-  check_dtype(kOp, v, DType::f32, "v");
+  check_float_dtype(kOp, q, "q");  // f32 on the CPU; f32 or bf16 on CUDA
+  check_float_dtype(kOp, k, "k");
+  check_float_dtype(kOp, v, "v");
   check_dtype(kOp, anchors, DType::i32, "anchors");
   check_dtype(kOp, keep, DType::i32, "keep");
   DF_CHECK(bs >= 1 && bs <= kAttentionMaxBlock,
@@ -53,6 +57,64 @@ kernels::cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, co
                << "], like anchors: one flag per block of block_size = " << bs << " queries");
   return {B, S, N, bs, nh, nkv, hd, key_tile, scale};
 }
+
+#ifdef DFLASH_CUDA
+bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; }
+
+// The CUDA kernels' extra conditions: one dtype, head dim a multiple of 8 up to 256, rows read
+// in 16-byte pieces.
+void check_cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, const kernels::cpu::AttentionDims& d) {
+  DF_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+           kOp << ": q is " << q.describe() << ", k is " << k.describe() << " and v is " << v.describe()
+               << "; on CUDA they must share one dtype (bf16 or f32)");
+  DF_CHECK(d.hd % 8 == 0 && d.hd <= 256,
+           kOp << ": q " << q.describe() << " has head dim " << d.hd
+               << "; the CUDA kernel needs a multiple of 8 in [8, 256] (run other head dims on the CPU backend)");
+  for (auto [t, role] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}})
+    DF_CHECK(aligned16(*t), kOp << ": " << role << " " << t->describe()
+                                << " does not start at a 16-byte aligned address; pass a whole tensor, not a view"
+                                   " at an odd offset");
+}
+
+kernels::cuda::DflashAttentionDims cuda_dims(const kernels::cpu::AttentionDims& d) {
+  return {d.B, d.S, d.N, d.bs, d.nh, d.nkv, d.hd, d.key_tile, d.scale};
+}
+
+// CUDA: out in q's dtype, lse f32 [B, nh, T] saved for backward, tiles_visited counted on the
+// device. The backward takes dout and each gradient in its own dtype.
+Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
+                                const Tensor& keep, const kernels::cpu::AttentionDims& d) {
+  check_cuda_attention(q, k, v, d);
+  const int64_t T = d.N * d.bs;
+  Attention r;
+  r.out = Tensor::empty({d.B, T, d.nh, d.hd}, q.dtype());
+  r.tiles_visited = Tensor::empty({1}, DType::i32);
+  Tensor lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
+  if (void* s = ctx().cuda_stream_for_launch())
+    kernels::cuda::dflash_attention_forward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep), cuda_dims(d),
+                                             r.out.raw(), f32(lse), i32(r.tiles_visited)},
+                                            s);
+
+  if (needs_grad({&q, &k, &v})) {
+    record_node(kOp, {&r.out}, [q, k, v, anchors, keep, out = r.out, lse, d](NodeGrads& g) {
+      Tensor dout = g.out(0);
+      if (!dout.defined()) return;
+      Tensor dq = g.in(q), dk = g.in(k), dv = g.in(v);
+      if (!dq.defined() && !dk.defined() && !dv.defined()) return;
+      check_float_dtype(kOp, dout, "the output gradient");
+      DF_CHECK(aligned16(dout), kOp << ": the output gradient " << dout.describe()
+                                    << " does not start at a 16-byte aligned address");
+      Tensor delta = Tensor::empty({d.B, d.nh, d.N * d.bs}, DType::f32);  // (B, nh, T): dO . O per query row
+      if (void* s = ctx().cuda_stream_for_launch())
+        kernels::cuda::dflash_attention_backward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep),
+                                                  cuda_dims(d), out.raw(), dout.raw(), bf16(dout), f32(lse), f32(delta),
+                                                  raw(dq), bf16(dq), raw(dk), bf16(dk), raw(dv), bf16(dv)},
+                                                 s);
+    });
+  }
+  return r;
+}
+#endif
 }  // namespace
 
 Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
@@ -60,9 +122,15 @@ Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
                            int64_t key_tile) {
   OpScope op(kOp);
   check_same_device(kOp, {&q, &k, &v, &anchors, &keep});
-  if (!on_cpu()) no_cuda_kernel(kOp);
   const kernels::cpu::AttentionDims d =
       check_attention(q, k, v, anchors, keep, context_len, block_size, scale, key_tile);
+  if (!on_cpu()) {
+#ifdef DFLASH_CUDA
+    return dflash_attention_cuda(q, k, v, anchors, keep, d);
+#else
+    no_cuda_kernel(kOp);
+#endif
+  }
   const int64_t T = d.N * d.bs;
 
   Attention r;

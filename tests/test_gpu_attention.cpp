@@ -1,0 +1,367 @@
+// DFlash block-sparse attention on CUDA against the CPU op on identical inputs: forward output,
+// tiles visited, and the backward's dq, dk, dv (f32 and bf16; GQA 1, 2, 4; partial tiles; anchors
+// at 0, S-bs and between; dropped blocks), determinism, recorded-program replay == eager, and
+// the CUDA-only errors. Suite "gpu-attention": it needs a GPU and fails without one.
+#ifdef DFLASH_CUDA
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "graphs/program.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+#define REQUIRE_GPU()                                                                                  \
+  if (cuda_backend::device_count() == 0)                                                              \
+  FAIL("no CUDA device visible: the gpu-attention suite runs only on a GPU host (exclude it with -tse='gpu*')")
+
+namespace {
+
+struct Case {
+  int64_t B, S, N, bs, nh, nkv, hd, key_tile;
+  std::vector<int32_t> anchors, keep;  // [B, N]
+  int64_t T() const { return N * bs; }
+  int64_t keys() const { return S + T(); }
+  float scale() const { return float(1.0 / std::sqrt(double(hd))); }
+  Shape q_shape() const { return {B, T(), nh, hd}; }
+  Shape kv_shape() const { return {B, keys(), nkv, hd}; }
+};
+
+// What DFLASH.md's count gives: per kept block, its context tiles before the anchor (clamped to
+// [0, S]) plus its own tile.
+int32_t expected_tiles(const Case& c) {
+  int64_t n = 0;
+  for (size_t i = 0; i < c.keep.size(); ++i) {
+    if (c.keep[i] == 0) continue;
+    const int64_t a = std::clamp<int64_t>(c.anchors[i], 0, c.S);
+    n += (a + c.key_tile - 1) / c.key_tile + 1;
+  }
+  return int32_t(n);
+}
+
+// Host values both backends start from: inputs, the output gradient, gradient prefills (small,
+// non-zero: the backward must accumulate).
+struct Data {
+  std::vector<float> q, k, v, dout, gq, gk, gv;
+};
+Data make_data(const Case& c, uint64_t seed) {
+  const size_t nq = size_t(c.q_shape().numel()), nkv = size_t(c.kv_shape().numel());
+  return {random_floats(nq, seed),           random_floats(nkv, seed + 1),        random_floats(nkv, seed + 2),
+          random_floats(nq, seed + 3),       random_floats(nq, seed + 4, 0.05f), random_floats(nkv, seed + 5, 0.05f),
+          random_floats(nkv, seed + 6, 0.05f)};
+}
+
+std::vector<float> round_to(DType dt, std::vector<float> v) {
+  if (dt == DType::bf16)
+    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+
+Tensor make_float(const Shape& s, const std::vector<float>& v, DType dt) {
+  if (dt == DType::f32) return Tensor::from_floats(s, v);
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+  return Tensor::from_host(s, DType::bf16, h.data());
+}
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) r[i] = a[i] - b[i];
+  return r;
+}
+
+struct Result {
+  std::vector<float> out, dq, dk, dv;  // dq, dk, dv: what the backward added to the prefilled gradients
+  int32_t tiles = -1;
+};
+
+// Forward and backward on ctx. Float inputs are rounded to dt first, so both backends see the
+// same values: f32 tensors on the CPU, dt on CUDA. q, k, v are trainable leaves (f32 gradients);
+// with through_nonleaf the op sees scale(x, 1), so its own gradients are of dtype dt.
+Result run(Context& ctx, DType dt, const Case& c, const Data& d, bool through_nonleaf = false) {
+  ContextScope scope(ctx);
+  const DType fdt = ctx.device().is_cpu() ? DType::f32 : dt;
+  Tensor q = make_float(c.q_shape(), round_to(dt, d.q), fdt), k = make_float(c.kv_shape(), round_to(dt, d.k), fdt),
+         v = make_float(c.kv_shape(), round_to(dt, d.v), fdt);
+  for (auto [t, pre] : {std::pair{&q, &d.gq}, {&k, &d.gk}, {&v, &d.gv}}) {
+    t->set_requires_grad(true);
+    t->grad().copy_from_host(pre->data(), pre->size() * sizeof(float));
+  }
+  auto arg = [&](const Tensor& t) { return through_nonleaf ? ops::scale(t, 1.0f) : t; };
+  Tensor anchors = Tensor::from_ints({c.B, c.N}, c.anchors), keep = Tensor::from_ints({c.B, c.N}, c.keep);
+  ops::Attention r = ops::dflash_attention(arg(q), arg(k), arg(v), anchors, keep, c.S, c.bs, c.scale(), c.key_tile);
+  Tensor dout = make_float(r.out.shape(), round_to(dt, d.dout), r.out.dtype());
+  run_backward({r.out}, {dout});
+  Result res;
+  res.out = r.out.to_floats();
+  res.tiles = r.tiles_visited.to_ints()[0];
+  res.dq = minus(q.grad().to_floats(), d.gq);
+  res.dk = minus(k.grad().to_floats(), d.gk);
+  res.dv = minus(v.grad().to_floats(), d.gv);
+  return res;
+}
+
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// Dropped blocks: output rows and dq rows exactly 0, and their own draft keys get exactly no
+// dk or dv (nothing else sees them).
+void check_dropped_blocks(const Case& c, const Result& r) {
+  const size_t qrow = size_t(c.nh * c.hd), kvrow = size_t(c.nkv * c.hd);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t a = 0; a < c.N; ++a) {
+      if (c.keep[size_t(b * c.N + a)] != 0) continue;
+      INFO("dropped block " << a << " of sequence " << b);
+      bool zero = true;
+      for (int64_t s = 0; s < c.bs; ++s) {
+        const size_t q0 = size_t(b * c.T() + a * c.bs + s) * qrow;
+        const size_t k0 = size_t(b * c.keys() + c.S + a * c.bs + s) * kvrow;
+        for (size_t e = 0; e < qrow; ++e) zero = zero && r.out[q0 + e] == 0.0f && r.dq[q0 + e] == 0.0f;
+        for (size_t e = 0; e < kvrow; ++e) zero = zero && r.dk[k0 + e] == 0.0f && r.dv[k0 + e] == 0.0f;
+      }
+      CHECK(zero);
+    }
+}
+
+// CUDA against the CPU op in f32 (tolerance 1e-4 of the largest magnitude) and bf16 (2e-2).
+void check_parity(const Case& c, uint64_t seed, bool through_nonleaf = false) {
+  CAPTURE(c.B);
+  CAPTURE(c.S);
+  CAPTURE(c.N);
+  CAPTURE(c.bs);
+  CAPTURE(c.nh);
+  CAPTURE(c.nkv);
+  CAPTURE(c.hd);
+  CAPTURE(through_nonleaf);
+  Context cpu{Device::cpu()}, gpu{Device::cuda(0)};
+  const Data d = make_data(c, seed);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    INFO("dtype " << std::string(dtype_name(dt)));
+    const double tol = dt == DType::f32 ? 1e-4 : 2e-2;
+    const Result g = run(gpu, dt, c, d, through_nonleaf), h = run(cpu, dt, c, d, through_nonleaf);
+    for (auto [name, x] : {std::pair{"out", &g.out}, {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}}) {
+      INFO(name);
+      CHECK(all_finite(*x));
+    }
+    INFO("relative errors: out " << rel_err(g.out, h.out) << ", dq " << rel_err(g.dq, h.dq) << ", dk "
+                                 << rel_err(g.dk, h.dk) << ", dv " << rel_err(g.dv, h.dv));
+    CHECK(rel_err(g.out, h.out) <= tol);
+    CHECK(rel_err(g.dq, h.dq) <= tol);
+    CHECK(rel_err(g.dk, h.dk) <= tol);
+    CHECK(rel_err(g.dv, h.dv) <= tol);
+    if (expected_tiles(c) > 0) CHECK(max_abs(h.dk) > 0);
+    CHECK(g.tiles == h.tiles);
+    CHECK(g.tiles == expected_tiles(c));
+    check_dropped_blocks(c, g);
+  }
+}
+
+// N anchors per sequence spread over [0, S - bs], sorted, first at 0 and last at S - bs.
+std::vector<int32_t> spread_anchors(int64_t B, int64_t N, int64_t S, int64_t bs) {
+  std::vector<int32_t> a;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < N; ++i) a.push_back(int32_t(N > 1 ? i * (S - bs) / (N - 1) : 0));
+  return a;
+}
+
+bool identical(const Result& a, const Result& b) {
+  return bitwise_equal(a.out, b.out) && bitwise_equal(a.dq, b.dq) && bitwise_equal(a.dk, b.dk) &&
+         bitwise_equal(a.dv, b.dv) && a.tiles == b.tiles;
+}
+
+}  // namespace
+
+TEST_SUITE("gpu-attention") {
+  TEST_CASE("CUDA equals the CPU op: GQA 1, 2, 4; partial tiles; anchors at 0, S-bs and between; dropped blocks") {
+    REQUIRE_GPU();
+    SUBCASE("GQA 1, hd 64, bs 4, S = 100 (not a multiple of the tile), anchors on and off tile edges") {
+      check_parity({2, 100, 4, 4, 2, 2, 64, 64, {0, 96, 37, 64, 5, 100, 63, 1000000}, {1, 1, 1, 0, 1, 1, 1, 0}}, 10);
+    }
+    SUBCASE("GQA 2, hd 128, bs 16, key_tile 32") {
+      check_parity({1, 77, 3, 16, 4, 2, 128, 32, {61, 0, 40}, {1, 1, 1}}, 20);
+    }
+    SUBCASE("GQA 4, hd 64, bs 16; anchors outside [0, S] act as clamped") {
+      check_parity({2, 130, 3, 16, 8, 2, 64, 64, {0, 64, 114, -3, 129, 500}, {1, 1, 1, 1, 1, 0}}, 30);
+    }
+    SUBCASE("GQA 4, hd 128, bs 16, through bf16 non-leaf gradients") {
+      check_parity({2, 130, 3, 16, 8, 2, 128, 64, {0, 64, 114, 7, 70, 1}, {1, 0, 1, 1, 1, 1}}, 40, true);
+    }
+    SUBCASE("GQA 8 with bs 16: 128 query rows per kv head, several CTAs per block") {
+      check_parity({1, 90, 2, 16, 16, 2, 128, 64, {74, 33}, {1, 1}}, 50);
+    }
+    SUBCASE("bs 64, hd 64: a full draft tile") {
+      check_parity({1, 140, 2, 64, 2, 1, 64, 64, {76, 10}, {1, 1}}, 60);
+    }
+    SUBCASE("no context (S = 0)") {
+      check_parity({1, 0, 2, 4, 2, 2, 64, 64, {0, 0}, {1, 1}}, 70);
+    }
+    SUBCASE("every block dropped") {
+      check_parity({1, 50, 2, 4, 2, 1, 64, 64, {10, 20}, {0, 0}}, 80);
+    }
+    SUBCASE("head dims 8, 96 and 256 (padded to the kernels' 64, 128, 256)") {
+      check_parity({1, 20, 2, 4, 4, 4, 8, 8, {16, 3}, {1, 1}}, 90);
+      check_parity({1, 50, 2, 4, 2, 1, 96, 64, {46, 17}, {1, 1}}, 91);
+      check_parity({1, 70, 2, 8, 2, 1, 256, 64, {62, 17}, {1, 1}}, 92);
+      check_parity({1, 70, 2, 8, 4, 2, 256, 64, {62, 33}, {1, 0}}, 93, true);
+    }
+  }
+
+  TEST_CASE("CUDA equals the CPU op on a larger case (S 1024, N 32, bs 16, nh 8, nkv 2, hd 128)") {
+    REQUIRE_GPU();
+    Case c{1, 1024, 32, 16, 8, 2, 128, 64, spread_anchors(1, 32, 1024, 16), std::vector<int32_t>(32, 1)};
+    c.keep[5] = c.keep[17] = 0;
+    c.anchors[9] = c.anchors[8];  // equal anchors are allowed by the kernels
+    check_parity(c, 100);
+  }
+
+  TEST_CASE("CUDA attention is deterministic: the same call twice gives the same bits") {
+    REQUIRE_GPU();
+    Case c{2, 1024, 32, 16, 8, 2, 128, 64, spread_anchors(2, 32, 1024, 16), std::vector<int32_t>(64, 1)};
+    c.keep[3] = c.keep[40] = 0;
+    Context gpu{Device::cuda(0)};
+    const Data d = make_data(c, 200);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      INFO("dtype " << std::string(dtype_name(dt)));
+      CHECK(identical(run(gpu, dt, c, d), run(gpu, dt, c, d)));
+      CHECK(identical(run(gpu, dt, c, d, true), run(gpu, dt, c, d, true)));
+    }
+  }
+
+  TEST_CASE("a recorded program replays attention forward and backward bit for bit like eager") {
+    REQUIRE_GPU();
+    Case c{2, 300, 8, 16, 8, 2, 128, 64, spread_anchors(2, 8, 300, 16), std::vector<int32_t>(16, 1)};
+    c.keep[2] = 0;
+    const Data d = make_data(c, 300);
+    for (DType dt : {DType::bf16, DType::f32}) {
+      INFO("dtype " << std::string(dtype_name(dt)));
+      Context ctx{Device::cuda(0)};
+      ContextScope scope(ctx);
+      Tensor q = make_float(c.q_shape(), d.q, dt), k = make_float(c.kv_shape(), d.k, dt),
+             v = make_float(c.kv_shape(), d.v, dt), dout = make_float(c.q_shape(), d.dout, dt);
+      for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+      Tensor anchors = Tensor::from_ints({c.B, c.N}, c.anchors), keep = Tensor::from_ints({c.B, c.N}, c.keep);
+      Tensor out = Tensor::persistent(c.q_shape(), dt), tiles = Tensor::persistent({1}, DType::i32);
+      auto body = [&] {
+        ops::Attention r = ops::dflash_attention(q, k, v, anchors, keep, c.S, c.bs, c.scale(), c.key_tile);
+        ops::copy_(out, r.out);
+        ops::copy_(tiles, r.tiles_visited);
+        run_backward({r.out}, {dout});
+      };
+      auto reset = [&] {
+        for (Tensor* t : {&q, &k, &v}) {
+          std::vector<float> zero(size_t(t->numel()), 0.0f);
+          t->grad().copy_from_host(zero.data(), zero.size() * sizeof(float));
+        }
+        ops::fill_(out, NAN);
+        int32_t none = -1;
+        tiles.copy_from_host(&none, sizeof(none));
+        ctx.synchronize();
+      };
+      auto read = [&] {
+        ctx.synchronize();
+        return Result{out.to_floats(), q.grad().to_floats(), k.grad().to_floats(), v.grad().to_floats(),
+                      tiles.to_ints()[0]};
+      };
+      reset();
+      body();
+      const Result eager = read();
+      REQUIRE(all_finite(eager.out));
+      REQUIRE(max_abs(eager.dk) > 0);
+      CHECK(eager.tiles == expected_tiles(c));
+
+      reset();
+      ctx.reserve_arena(plan_program(ctx, "attention", body).arena_bytes);
+      Program program = record_program(ctx, "attention", body);
+      ctx.synchronize();
+      CHECK(std::isnan(out.to_floats()[0]));  // recording ran nothing
+      for (int round = 0; round < 2; ++round) {
+        INFO("replay round " << round);
+        reset();
+        program.replay();
+        CHECK(identical(read(), eager));
+      }
+    }
+  }
+
+  TEST_CASE("the drafter's hot shape runs and reports its speed (B 1, S 4096, N 512, bs 16, nh 32, nkv 8, hd 128)") {
+    REQUIRE_GPU();
+    Case c{1, 4096, 512, 16, 32, 8, 128, 64, spread_anchors(1, 512, 4096, 16), std::vector<int32_t>(512, 1)};
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    Tensor q = make_float(c.q_shape(), random_floats(size_t(c.q_shape().numel()), 1), DType::bf16);
+    Tensor k = make_float(c.kv_shape(), random_floats(size_t(c.kv_shape().numel()), 2), DType::bf16);
+    Tensor v = make_float(c.kv_shape(), random_floats(size_t(c.kv_shape().numel()), 3), DType::bf16);
+    Tensor dout = make_float(c.q_shape(), random_floats(size_t(c.q_shape().numel()), 4), DType::bf16);
+    for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+    Tensor anchors = Tensor::from_ints({c.B, c.N}, c.anchors), keep = Tensor::from_ints({c.B, c.N}, c.keep);
+    auto attend = [&] { return ops::dflash_attention(q, k, v, anchors, keep, c.S, c.bs, c.scale(), c.key_tile); };
+    using clock = std::chrono::steady_clock;
+    auto ms_since = [](clock::time_point t0) {
+      return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    };
+    {
+      ops::Attention r = attend();  // warm-up, and a sanity check
+      run_backward({r.out}, {dout});
+      CHECK(all_finite(r.out.to_floats()));
+      CHECK(r.tiles_visited.to_ints()[0] == expected_tiles(c));
+      CHECK(all_finite(k.grad().to_floats()));
+    }
+    const int reps = 10;
+    ctx.synchronize();
+    clock::time_point t0 = clock::now();
+    {
+      NoGrad no_grad;
+      for (int i = 0; i < reps; ++i) attend();
+      ctx.synchronize();
+    }
+    const double fwd_ms = ms_since(t0) / reps;
+    double bwd_ms = 0;
+    for (int i = 0; i < reps; ++i) {
+      ops::Attention r = attend();
+      ctx.synchronize();
+      t0 = clock::now();
+      run_backward({r.out}, {dout});
+      ctx.synchronize();
+      bwd_ms += ms_since(t0) / reps;
+    }
+    // Forward FLOPs: Q K^T and P V over the visible keys; backward counted as 2.5x (five products).
+    double flops = 0;
+    for (int64_t a = 0; a < c.N; ++a)
+      flops += 4.0 * double(c.bs) * double(c.anchors[size_t(a)] + c.bs) * double(c.hd) * double(c.nh);
+    MESSAGE("dflash_attention bf16 hot shape: forward " << fwd_ms << " ms (" << flops / fwd_ms * 1e-9
+                                                        << " TFLOP/s), backward " << bwd_ms << " ms ("
+                                                        << 2.5 * flops / bwd_ms * 1e-9 << " TFLOP/s)");
+  }
+
+  TEST_CASE("CUDA-only attention errors name the tensors and the fix") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    // S = 5, block_size 2, N = 2: T = 4 and S+T = 9.
+    Tensor anchors = Tensor::from_ints({1, 2}, {1, 3}), keep = Tensor::from_ints({1, 2}, {1, 1});
+    auto call = [&](const Tensor& q, const Tensor& k, const Tensor& v) {
+      return ops::dflash_attention(q, k, v, anchors, keep, 5, 2, 0.5f, 64);
+    };
+    auto bf = [](const Shape& s, uint64_t seed) {
+      return make_float(s, random_floats(size_t(s.numel()), seed), DType::bf16);
+    };
+    CHECK_NOTHROW(call(bf({1, 4, 2, 8}, 1), bf({1, 9, 1, 8}, 2), bf({1, 9, 1, 8}, 3)));
+    CHECK_THROWS_WITH_AS(call(bf({1, 4, 2, 12}, 1), bf({1, 9, 1, 12}, 2), bf({1, 9, 1, 12}, 3)),
+                         doctest::Contains("has head dim 12; the CUDA kernel needs a multiple of 8 in [8, 256]"),
+                         Error);
+    CHECK_THROWS_WITH_AS(call(bf({1, 4, 2, 8}, 1), make_float({1, 9, 1, 8}, random_floats(72, 2), DType::f32),
+                              bf({1, 9, 1, 8}, 3)),
+                         doctest::Contains("on CUDA they must share one dtype (bf16 or f32)"), Error);
+    Tensor flat = bf({65}, 4);
+    CHECK_THROWS_WITH_AS(call(flat.rows(1, 65).reshape({1, 4, 2, 8}), bf({1, 9, 1, 8}, 2), bf({1, 9, 1, 8}, 3)),
+                         doctest::Contains("q bf16[1,4,2,8] does not start at a 16-byte aligned address"), Error);
+  }
+}
+
+#endif  // DFLASH_CUDA
