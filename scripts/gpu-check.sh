@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host (the H200 machine): build with CUDA, run the GPU test suites, compute-sanitizer
-# memcheck on one replay of every bucket (checkpointing on and off), and the benchmarks.
+# memcheck on one replay of every bucket (checkpointing on and off), the benchmarks of
+# ../shared/BENCH.md (dflash-bench step) and the default job on the GPU.
 # Needs header-only packages the host lacks in .deps/include (toml++, nlohmann) and the golden data
 # in .golden/dflash-tiny; scripts/gpu-prepare.sh fills both from this machine's packages.
 # Output: a summary table at the end; full logs under $OUT (or ./gpu-out) when set.
@@ -20,7 +21,7 @@ step() {  # step NAME COMMAND...: runs, logs, records pass/fail and seconds
   tail -n 25 "$out/$name.log"
   return $rc
 }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" || { printf '%s\n' "${summary[@]}"; exit 1; }
 gpus=$(nvidia-smi -L | wc -l)
 if [ "$gpus" -ge 2 ]; then
@@ -31,4 +32,9 @@ fi
 step cpu-tests ./build/dflash-tests --test-suite-exclude='gpu*'
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-tests --test-suite='gpu-sanitize'
 step bench-toy-cuda ./build/dflash-bench toy --cuda --steps=30
+# ../shared/BENCH.md's shapes: the drafter's step (forward + backward + AdamW), target features given.
+step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 --bucket=1024:128 --bucket=2048:256 --steps=20
+step bench-qwen3-8b timeout 400 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20
+# The default job on the GPU (the README's first command, without its apt/build steps).
+step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu --target.path=/tmp/tiny-gpu/target --data.train=/tmp/tiny-gpu/data/train.jsonl --data.eval=/tmp/tiny-gpu/data/eval.jsonl --checkpoint.every=0 --metrics.progress=false
 echo "== summary"; printf '%s\n' "${summary[@]}"

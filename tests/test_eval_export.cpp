@@ -15,7 +15,7 @@ using namespace dflash;
 using namespace dflash::test;
 namespace fs = std::filesystem;
 
-namespace {
+namespace dflash::test {
 // An export folder of the golden drafter, and the golden batch's two sequences as eval JSONL.
 fs::path golden_eval_setup() {
   fs::path dir = trainer_root() / "golden-eval";
@@ -35,7 +35,8 @@ fs::path golden_eval_setup() {
   return dir;
 }
 
-Config golden_eval_config(int64_t anchors, int64_t batch, const std::string& extra_bucket = "") {
+Config golden_eval_config(int64_t anchors, int64_t batch, const std::string& extra_bucket = "",
+                          const std::string& devices = "cpu") {
   fs::path dir = golden_eval_setup();
   std::string toml = R"(
 [job]
@@ -49,6 +50,8 @@ intermediate_size = 128
 block_size = 4
 mask_token_id = 319
 loss_decay_gamma = 4.0
+[runtime]
+devices = ")" + devices + R"("
 [data]
 train = ")" + (dir / "eval.jsonl").string() + R"("
 eval = ")" + (dir / "eval.jsonl").string() + R"("
@@ -58,7 +61,7 @@ anchors = )" + std::to_string(anchors) + R"(
 batch = )" + std::to_string(batch) + "\n" + extra_bucket;
   return parse_config(toml, dir / "golden.toml");
 }
-}  // namespace
+}  // namespace dflash::test
 
 TEST_SUITE("eval") {
   TEST_CASE("dflash-train eval on the golden case reports its eval_every_anchor figures") {
