@@ -194,7 +194,7 @@ void read_rope(const Reader& r, const json& j, TargetSpec& s) {
   } else {
     r.refuse("rope_type \"" + type + "\" (key '" + type_key + "')",
              "use a target with rope_type \"default\" or \"llama3\"; other scalings (yarn, dynamic, linear, "
-             "longrope) are not implemented");
+             "longrope) are not supported");
   }
 }
 
