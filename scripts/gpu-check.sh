@@ -34,7 +34,7 @@ step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflas
 step bench-toy-cuda ./build/dflash-bench toy --cuda --steps=30
 # ../shared/BENCH.md's shapes: the drafter's step (forward + backward + AdamW), target features given.
 step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 --bucket=1024:128 --bucket=2048:256 --steps=20
-step bench-qwen3-8b timeout 400 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20
+step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20 && ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --bucket=4096:512 --steps=20 --no-checkpointing"
 # The default job on the GPU (the README's first command, without its apt/build steps).
 step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu --target.path=/tmp/tiny-gpu/target --data.train=/tmp/tiny-gpu/data/train.jsonl --data.eval=/tmp/tiny-gpu/data/eval.jsonl --checkpoint.every=0 --metrics.progress=false
 echo "== summary"; printf '%s\n' "${summary[@]}"
