@@ -1,11 +1,12 @@
 // DFlash block-sparse attention on CUDA against the CPU op on identical inputs: forward output,
 // tiles visited, and the backward's dq, dk, dv (f32 and bf16; GQA 1, 2, 4; partial tiles; anchors
-// at 0, S-bs and between; dropped blocks), determinism, recorded-program replay == eager, and
-// the CUDA-only errors. Suite "gpu-attention": it needs a GPU and fails without one.
+// at 0, S-bs and between, also in random order; dropped blocks), determinism, recorded-program
+// replay == eager, and the CUDA-only errors. Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "graphs/program.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -170,6 +171,22 @@ std::vector<int32_t> spread_anchors(int64_t B, int64_t N, int64_t S, int64_t bs)
   return a;
 }
 
+// N anchors per sequence drawn in random order from [0, S - bs] (fixed seed), with a repeat, an
+// anchor at 0 and one at S (clamped: it sees every context key) placed at random slots.
+std::vector<int32_t> shuffled_anchors(int64_t B, int64_t N, int64_t S, int64_t bs, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> a;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < N; ++i) a.push_back(int32_t(rng() % uint32_t(S - bs + 1)));
+  for (int64_t b = 0; b < B && N >= 3; ++b) {
+    int32_t* row = a.data() + b * N;
+    row[rng() % N] = 0;
+    row[rng() % N] = int32_t(S);
+    row[N - 1] = row[0];
+  }
+  return a;
+}
+
 bool identical(const Result& a, const Result& b) {
   return bitwise_equal(a.out, b.out) && bitwise_equal(a.dq, b.dq) && bitwise_equal(a.dk, b.dk) &&
          bitwise_equal(a.dv, b.dv) && a.tiles == b.tiles;
@@ -218,6 +235,29 @@ TEST_SUITE("gpu-attention") {
     c.keep[5] = c.keep[17] = 0;
     c.anchors[9] = c.anchors[8];  // equal anchors are allowed by the kernels
     check_parity(c, 100);
+  }
+
+  TEST_CASE("CUDA equals the CPU op with anchors in random order, repeats and drops; N > 128") {
+    REQUIRE_GPU();
+    // The kernels may rely on sorted anchors only for speed. N = 160 > 128 makes the dk/dv search
+    // for the first block that sees a key tile take more than one round of 128 blocks.
+    Case small{1, 512, 160, 4, 4, 2, 64, 64, shuffled_anchors(1, 160, 512, 4, 7), std::vector<int32_t>(160, 1)};
+    for (int i = 0; i < 160; i += 9) small.keep[size_t(i)] = 0;
+    // The drafter's head layout (GQA 4, bs 16, hd 128) with two sequences.
+    Case wide{2, 700, 24, 16, 8, 2, 128, 64, shuffled_anchors(2, 24, 700, 16, 11), std::vector<int32_t>(48, 1)};
+    wide.keep[3] = wide.keep[30] = 0;
+    SUBCASE("bs 4, GQA 2, hd 64, N 160") { check_parity(small, 400); }
+    SUBCASE("bs 16, GQA 4, hd 128, B 2") { check_parity(wide, 410); }
+    SUBCASE("the same calls twice give the same bits") {
+      Context gpu{Device::cuda(0)};
+      for (const Case* c : {&small, &wide}) {
+        const Data d = make_data(*c, 420);
+        for (DType dt : {DType::f32, DType::bf16}) {
+          INFO("dtype " << std::string(dtype_name(dt)) << ", N " << c->N);
+          CHECK(identical(run(gpu, dt, *c, d), run(gpu, dt, *c, d)));
+        }
+      }
+    }
   }
 
   TEST_CASE("CUDA attention is deterministic: the same call twice gives the same bits") {

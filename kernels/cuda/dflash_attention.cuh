@@ -33,22 +33,29 @@ template <int HDP, int NP>
 constexpr int dq_key_tile() { return HDP <= 128 ? 64 : (NP == 1 ? 32 : 16); }
 template <int HDP, int NP>
 constexpr int dkdv_row_chunk() { return HDP <= 64 ? 64 : (HDP <= 128 || NP == 1 ? 32 : 16); }
+// 16-row m tiles per forward warp: 2 (32 query rows, FlashAttention-2's shape: twice the MMAs
+// per K/V fragment read from shared memory) where the accumulators fit in registers (bf16, hd
+// <= 128), else 1.
+template <int HDP, int NP>
+constexpr int forward_m_tiles() { return NP == 1 && HDP <= 128 ? 2 : 1; }
 
 // Per-call dimensions, with derived sizes, shared by every kernel.
 struct Geometry {
   int64_t B, S, N, bs, nh, nkv, hd, T, keys, group, rows_per_kv;  // rows_per_kv = group * bs
   float scale;
+  uint64_t bs_magic;  // ceil(2^32 / bs): x / bs = (x * bs_magic) >> 32 for 0 <= x < 2^26
 };
 inline Geometry geometry(const DflashAttentionDims& d) {
   const int64_t T = d.N * d.bs, group = d.nh / d.nkv;
-  return {d.B, d.S, d.N, d.bs, d.nh, d.nkv, d.hd, T, d.S + T, group, group * d.bs, d.scale};
+  const uint64_t magic = d.bs > 0 ? ((uint64_t(1) << 32) + uint64_t(d.bs) - 1) / uint64_t(d.bs) : 0;
+  return {d.B, d.S, d.N, d.bs, d.nh, d.nkv, d.hd, T, d.S + T, group, group * d.bs, d.scale, magic};
 }
 
-// Warps of the query-block kernels (forward, dq): 16 query rows each, up to 4, as many as the
-// group*bs query rows of one kv head need.
-inline int query_warps(int64_t rows_per_kv) {
-  const int64_t w = (rows_per_kv + 15) / 16;
-  return int(w < 1 ? 1 : (w > kMaxWarps ? kMaxWarps : w));
+// Warps of the query-block kernels (forward, dq): warp_rows query rows each, at most kCtaRows
+// rows in all, as many as the group*bs query rows of one kv head need.
+inline int query_warps(int64_t rows_per_kv, int warp_rows) {
+  const int64_t w = (rows_per_kv + warp_rows - 1) / warp_rows, most = kCtaRows / warp_rows;
+  return int(w < 1 ? 1 : (w > most ? most : w));
 }
 
 // Lets kernel use `bytes` of dynamic shared memory (set at every launch: the attribute is per device).
@@ -66,10 +73,11 @@ __device__ __forceinline__ int64_t clamp_anchor(int32_t raw, int64_t S) {
 
 // The query row rr in [0, rows_per_kv) of block a that kv head g serves: head g*group + rr/bs,
 // slot rr % bs. Returns the row index into q viewed as [B*T*nh, hd] and sets the lse index.
+// rr < rows_per_kv = group * bs < 2^26, so the division by bs is the exact multiply-shift.
 __device__ __forceinline__ int64_t query_row(const Geometry& G, int64_t b, int64_t a, int64_t g, int64_t rr,
                                              int64_t* lse_index) {
-  const int r32 = int(rr), bs32 = int(G.bs);  // rr < 64 * 64 and bs <= 64: 32-bit division
-  const int64_t h = g * G.group + r32 / bs32, t = a * G.bs + r32 % bs32;
+  const int64_t hq = int64_t((uint64_t(rr) * G.bs_magic) >> 32), slot = rr - hq * G.bs;
+  const int64_t h = g * G.group + hq, t = a * G.bs + slot;
   *lse_index = (b * G.nh + h) * G.T + t;
   return (b * G.T + t) * G.nh + h;
 }
@@ -173,6 +181,13 @@ __device__ __forceinline__ void a_from_acc(uint32_t (&r)[NP][4], const float (&c
   split_pair<NP>(c1[2], c1[3], &r[0][3], &r[NP - 1][3]);
 }
 
+// 2^x with flush to zero (one MUFU.EX2; exp2(-inf) = 0). Deterministic: same input, same bits.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Max and sum over the 4 lanes of a quad (the lanes holding one accumulator row), fixed order.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -188,6 +203,12 @@ __device__ __forceinline__ float quad_sum(float v) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_address(dst)), "l"(src) : "memory");
 }
+// The same with src_bytes in {0, 16}: 0 reads nothing and writes 16 zero bytes (src must still be
+// a valid address).
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most Pending of this thread's committed groups are still in flight.
 template <int Pending>
@@ -195,41 +216,110 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
 
+// One 16-byte piece (8 elements at column c of the row at element offset off, or zeros when
+// off < 0) of a bf16 or f32 source into the tile planes at d. bf16 sources go through cp.async
+// when NP = 1 (complete after cp_async_wait + __syncthreads); every other case converts through
+// registers (complete after __syncthreads).
+template <int NP>
+__device__ __forceinline__ void stage_piece(bf16_t* d, int plane_stride, const void* src, bool src_bf16, int64_t off,
+                                            int c) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  if (NP == 1 && src_bf16) {
+    const bf16_t* s = static_cast<const bf16_t*>(src) + (off < 0 ? 0 : off + c);
+    cp_async16_zfill(d, s, off < 0 ? 0 : 16);
+  } else if (off < 0) {
+#pragma unroll
+    for (int p = 0; p < NP; ++p) *reinterpret_cast<uint4*>(d + p * plane_stride) = zero;
+  } else if (src_bf16) {  // NP = 2: hi = the value, lo = 0
+    *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(static_cast<const bf16_t*>(src) + off + c);
+    *reinterpret_cast<uint4*>(d + plane_stride) = zero;
+  } else {
+    const float4* s = reinterpret_cast<const float4*>(static_cast<const float*>(src) + off + c);
+    const float4 x0 = s[0], x1 = s[1];
+    uint4 hi, lo;
+    split_pair<NP>(x0.x, x0.y, &hi.x, &lo.x);
+    split_pair<NP>(x0.z, x0.w, &hi.y, &lo.y);
+    split_pair<NP>(x1.x, x1.y, &hi.z, &lo.z);
+    split_pair<NP>(x1.z, x1.w, &hi.w, &lo.w);
+    *reinterpret_cast<uint4*>(d) = hi;
+    if constexpr (NP == 2) *reinterpret_cast<uint4*>(d + plane_stride) = lo;
+  }
+}
+
 // Copies `rows` rows of hd elements into the tile dst [NP][rows][LD] (plane stride
-// plane_stride). row_offset(r) is the element offset of row r in src, or -1 for a zero row.
-// bf16 sources go through cp.async when NP = 1 (complete after cp_async_wait + __syncthreads);
-// every other case converts through registers. Needs hd % 8 == 0 and 16-byte aligned rows.
+// plane_stride). row_offset(r) is the element offset of row r in src, or -1 for a zero row;
+// columns past hd are zero. Each thread owns one 16-byte column piece and every
+// (blockDim.x / (HDP / 8))-th row, so row_offset runs once per row and thread. Needs hd % 8 == 0,
+// 16-byte aligned rows and blockDim.x a multiple of 32.
 template <int HDP, int NP, class RowOffset>
 __device__ __forceinline__ void stage_rows(bf16_t* dst, int plane_stride, int rows, const void* src, bool src_bf16,
                                            int64_t hd, RowOffset row_offset) {
-  constexpr int LD = row_stride<HDP>(), kChunks = HDP / 8;  // 16-byte chunks of bf16 per row
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int i = threadIdx.x; i < rows * kChunks; i += blockDim.x) {
-    const int r = i / kChunks, c = (i % kChunks) * 8;
-    bf16_t* d = dst + r * LD + c;
-    const int64_t off = c < hd ? row_offset(r) : -1;
-    if (off < 0) {
-#pragma unroll
-      for (int p = 0; p < NP; ++p) *reinterpret_cast<uint4*>(d + p * plane_stride) = zero;
-    } else if (src_bf16) {
-      const bf16_t* s = static_cast<const bf16_t*>(src) + off + c;
-      if constexpr (NP == 1) {
-        cp_async16(d, s);
-      } else {
-        *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
-        *reinterpret_cast<uint4*>(d + plane_stride) = zero;
-      }
-    } else {
-      const float4* s = reinterpret_cast<const float4*>(static_cast<const float*>(src) + off + c);
-      const float4 x0 = s[0], x1 = s[1];
-      uint4 hi, lo;
-      split_pair<NP>(x0.x, x0.y, &hi.x, &lo.x);
-      split_pair<NP>(x0.z, x0.w, &hi.y, &lo.y);
-      split_pair<NP>(x1.x, x1.y, &hi.z, &lo.z);
-      split_pair<NP>(x1.z, x1.w, &hi.w, &lo.w);
-      *reinterpret_cast<uint4*>(d) = hi;
-      if constexpr (NP == 2) *reinterpret_cast<uint4*>(d + plane_stride) = lo;
+  constexpr int LD = row_stride<HDP>(), kPieces = HDP / 8;
+  const int c = (int(threadIdx.x) % kPieces) * 8, step = int(blockDim.x) / kPieces;
+  const bool col = c < hd;
+  if (NP == 1 && src_bf16) {  // cp.async only: no dtype test per row
+    const bf16_t* base = static_cast<const bf16_t*>(src);
+    for (int r = int(threadIdx.x) / kPieces; r < rows; r += step) {
+      const int64_t off = col ? row_offset(r) : -1;
+      cp_async16_zfill(dst + r * LD + c, base + (off < 0 ? 0 : off + c), off < 0 ? 0 : 16);
     }
+    return;
+  }
+  for (int r = int(threadIdx.x) / kPieces; r < rows; r += step)
+    stage_piece<NP>(dst + r * LD + c, plane_stride, src, src_bf16, col ? row_offset(r) : -1, c);
+}
+
+// The same for two sources with the same row offsets (K and V; Q and dO) into two tiles.
+template <int HDP, int NP, class RowOffset>
+__device__ __forceinline__ void stage_rows2(bf16_t* dst0, bf16_t* dst1, int plane_stride, int rows, const void* src0,
+                                            bool src0_bf16, const void* src1, bool src1_bf16, int64_t hd,
+                                            RowOffset row_offset) {
+  constexpr int LD = row_stride<HDP>(), kPieces = HDP / 8;
+  const int c = (int(threadIdx.x) % kPieces) * 8, step = int(blockDim.x) / kPieces;
+  const bool col = c < hd;
+  if (NP == 1 && src0_bf16 && src1_bf16) {
+    const bf16_t *base0 = static_cast<const bf16_t*>(src0), *base1 = static_cast<const bf16_t*>(src1);
+    for (int r = int(threadIdx.x) / kPieces; r < rows; r += step) {
+      const int64_t off = col ? row_offset(r) : -1, at = off < 0 ? 0 : off + c;
+      const int bytes = off < 0 ? 0 : 16;
+      cp_async16_zfill(dst0 + r * LD + c, base0 + at, bytes);
+      cp_async16_zfill(dst1 + r * LD + c, base1 + at, bytes);
+    }
+    return;
+  }
+  for (int r = int(threadIdx.x) / kPieces; r < rows; r += step) {
+    const int64_t off = col ? row_offset(r) : -1;
+    stage_piece<NP>(dst0 + r * LD + c, plane_stride, src0, src0_bf16, off, c);
+    stage_piece<NP>(dst1 + r * LD + c, plane_stride, src1, src1_bf16, off, c);
+  }
+}
+
+// bf16 fast path for `rows` rows at a constant stride (a tile of context keys): row r of the
+// tile is src + off0 + r * stride (elements). A pointer step per row; columns past hd are zero.
+// Complete after cp_async_wait + __syncthreads. Same thread layout as stage_rows.
+template <int HDP>
+__device__ __forceinline__ void stage_strided(bf16_t* dst, int rows, const void* src, int64_t off0, int64_t stride,
+                                              int64_t hd) {
+  constexpr int LD = row_stride<HDP>(), kPieces = HDP / 8;
+  const int c = (int(threadIdx.x) % kPieces) * 8, step = int(blockDim.x) / kPieces, r0 = int(threadIdx.x) / kPieces;
+  const int bytes = c < hd ? 16 : 0;
+  const bf16_t* s = static_cast<const bf16_t*>(src) + off0 + r0 * stride + (bytes ? c : 0);
+  const int64_t s_step = int64_t(step) * stride;
+  bf16_t* d = dst + r0 * LD + c;
+  for (int r = r0; r < rows; r += step, s += s_step, d += step * LD) cp_async16_zfill(d, s, bytes);
+}
+template <int HDP>
+__device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int rows, const void* src0,
+                                               const void* src1, int64_t off0, int64_t stride, int64_t hd) {
+  constexpr int LD = row_stride<HDP>(), kPieces = HDP / 8;
+  const int c = (int(threadIdx.x) % kPieces) * 8, step = int(blockDim.x) / kPieces, r0 = int(threadIdx.x) / kPieces;
+  const int bytes = c < hd ? 16 : 0;
+  const int64_t at = off0 + r0 * stride + (bytes ? c : 0), s_step = int64_t(step) * stride;
+  const bf16_t *s0 = static_cast<const bf16_t*>(src0) + at, *s1 = static_cast<const bf16_t*>(src1) + at;
+  const int d0 = r0 * LD + c;
+  for (int r = r0, d = d0; r < rows; r += step, s0 += s_step, s1 += s_step, d += step * LD) {
+    cp_async16_zfill(dst0 + d, s0, bytes);
+    cp_async16_zfill(dst1 + d, s1, bytes);
   }
 }
 
