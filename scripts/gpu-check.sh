@@ -30,7 +30,7 @@ else
   step gpu-tests ./build/dflash-tests --test-suite='gpu*' --test-suite-exclude='gpu2*'
 fi
 step cpu-tests ./build/dflash-tests --test-suite-exclude='gpu*'
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-tests --test-suite='gpu-sanitize'
+step memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-tests --test-suite='gpu-sanitize,gpu-attention'
 step bench-toy-cuda ./build/dflash-bench toy --cuda --steps=30
 # ../shared/BENCH.md's shapes: the drafter's step (forward + backward + AdamW), target features given.
 step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 --bucket=1024:128 --bucket=2048:256 --steps=20
