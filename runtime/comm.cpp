@@ -93,9 +93,30 @@ NcclCommunicator::NcclCommunicator(const std::vector<int>& devices) {
   // NVLink multicast (NVLS) is left off unless the user asked for it: on shared hosts it can take
   // the GPUs out of service.
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  // Connections are made now, with every rank present: NCCL otherwise connects lazily at the first
+  // collective, which would wait for the other ranks inside the first rank's graph capture.
+  setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   std::vector<ncclComm_t> comms(devices.size());
   check_nccl(ncclCommInitAll(comms.data(), int(devices.size()), devices.data()), "ncclCommInitAll");
   for (ncclComm_t c : comms) comms_.push_back(c);
+  // One all-reduce with every rank together, before anything is recorded.
+  std::vector<float*> bufs(devices.size());
+  std::vector<cudaStream_t> streams(devices.size());
+  for (size_t r = 0; r < devices.size(); ++r) {
+    DF_CHECK(cudaSetDevice(devices[r]) == cudaSuccess, "cudaSetDevice(" << devices[r] << ") failed");
+    DF_CHECK(cudaMalloc(&bufs[r], 1024 * sizeof(float)) == cudaSuccess, "cudaMalloc for the NCCL warm-up failed");
+    DF_CHECK(cudaStreamCreate(&streams[r]) == cudaSuccess, "cudaStreamCreate for the NCCL warm-up failed");
+  }
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (size_t r = 0; r < devices.size(); ++r)
+    check_nccl(ncclAllReduce(bufs[r], bufs[r], 1024, ncclFloat, ncclSum, comms[r], streams[r]), "ncclAllReduce (warm-up)");
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  for (size_t r = 0; r < devices.size(); ++r) {
+    cudaSetDevice(devices[r]);
+    DF_CHECK(cudaStreamSynchronize(streams[r]) == cudaSuccess, "the NCCL warm-up all-reduce failed");
+    cudaStreamDestroy(streams[r]);
+    cudaFree(bufs[r]);
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {
