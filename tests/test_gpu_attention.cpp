@@ -10,14 +10,11 @@
 
 #include "graphs/program.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;
-
-#define REQUIRE_GPU()                                                                                  \
-  if (cuda_backend::device_count() == 0)                                                              \
-  FAIL("no CUDA device visible: the gpu-attention suite runs only on a GPU host (exclude it with -tse='gpu*')")
 
 namespace {
 
@@ -53,19 +50,6 @@ Data make_data(const Case& c, uint64_t seed) {
   return {random_floats(nq, seed),           random_floats(nkv, seed + 1),        random_floats(nkv, seed + 2),
           random_floats(nq, seed + 3),       random_floats(nq, seed + 4, 0.05f), random_floats(nkv, seed + 5, 0.05f),
           random_floats(nkv, seed + 6, 0.05f)};
-}
-
-std::vector<float> round_to(DType dt, std::vector<float> v) {
-  if (dt == DType::bf16)
-    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
-  return v;
-}
-
-Tensor make_float(const Shape& s, const std::vector<float>& v, DType dt) {
-  if (dt == DType::f32) return Tensor::from_floats(s, v);
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-  return Tensor::from_host(s, DType::bf16, h.data());
 }
 
 std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {

@@ -9,6 +9,7 @@
 #include "model/trainer.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/safetensors.h"
+#include "tests/gpu_test_util.h"
 #include "tests/trainer_fixture.h"
 
 using namespace dflash;
@@ -18,10 +19,6 @@ namespace dflash::test {
 std::filesystem::path golden_eval_setup();
 Config golden_eval_config(int64_t anchors, int64_t batch, const std::string& extra_bucket, const std::string& devices);
 }  // namespace dflash::test
-
-#define REQUIRE_GPU()                                                                                  \
-  if (cuda_backend::device_count() == 0)                                                              \
-  FAIL("no CUDA device visible: the gpu suites run only on a GPU host (exclude them with -tse='gpu*')")
 
 namespace {
 struct GoldenGpu {

@@ -9,34 +9,13 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/optimizer.h"
+#include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;
 
-#define REQUIRE_GPU()                                                                                  \
-  if (cuda_backend::device_count() == 0)                                                              \
-  FAIL("no CUDA device visible: the gpu-ops suite runs only on a GPU host (exclude it with -tse='gpu*')")
-
 namespace {
-
-struct Backends {
-  Context cpu{Device::cpu()};
-  Context gpu{Device::cuda(0)};
-};
-
-std::vector<float> round_to(DType dt, std::vector<float> v) {
-  if (dt == DType::bf16)
-    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
-  return v;
-}
-
-Tensor make_float(const Shape& s, const std::vector<float>& v, DType dt) {
-  if (dt == DType::f32) return Tensor::from_floats(s, v);
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-  return Tensor::from_host(s, DType::bf16, h.data());
-}
 
 std::vector<float> host_values(const Tensor& t) {
   if (t.dtype() == DType::f32 || t.dtype() == DType::bf16) return t.to_floats();

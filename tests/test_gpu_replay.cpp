@@ -7,14 +7,11 @@
 #include "model/toy_worker.h"
 #include "runtime/ops.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;
-
-#define REQUIRE_GPU()                                                                                  \
-  if (cuda_backend::device_count() == 0)                                                              \
-  FAIL("no CUDA device visible: the gpu suites run only on a GPU host (exclude them with -tse='gpu*')")
 
 namespace {
 const std::vector<Bucket> kBuckets = {{64, 1, 4}, {256, 1, 2}, {512, 1, 1}};
