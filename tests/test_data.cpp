@@ -13,12 +13,14 @@
 #include <random>
 
 #include "model/data.h"
+#include "tests/data_test_util.h"
 #include "model/shards.h"
 #include "tests/test_util.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 
 using namespace dflash;
+using namespace dflash::test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -51,21 +53,6 @@ void edit_index(const fs::path& dir, const std::function<void(json&)>& edit) {
   json j = json::parse(read_raw(dir / "index.json"));
   edit(j);
   write_raw(dir / "index.json", j.dump());
-}
-
-Sequence seq(std::vector<int32_t> ids, std::vector<uint8_t> mask) { return {std::move(ids), std::move(mask)}; }
-
-std::vector<Sequence> random_sequences(size_t n, uint64_t seed, int64_t vocab, int64_t min_len, int64_t max_len) {
-  std::mt19937_64 rng(seed);
-  std::vector<Sequence> out(n);
-  for (Sequence& s : out) {
-    int64_t len = min_len + int64_t(rng() % uint64_t(max_len - min_len + 1));
-    for (int64_t i = 0; i < len; ++i) {
-      s.input_ids.push_back(int32_t(rng() % uint64_t(vocab)));
-      s.loss_mask.push_back(uint8_t(rng() % 3 != 0));
-    }
-  }
-  return out;
 }
 
 bool same(const Sequence& a, const Sequence& b) { return a.input_ids == b.input_ids && a.loss_mask == b.loss_mask; }

@@ -9,27 +9,14 @@
 
 #include "model/anchors.h"
 #include "model/data.h"
+#include "tests/data_test_util.h"
 #include "runtime/error.h"
 
 using namespace dflash;
+using namespace dflash::test;
 using json = nlohmann::json;
 
 namespace {
-
-Sequence seq(std::vector<int32_t> ids, std::vector<uint8_t> mask) { return {std::move(ids), std::move(mask)}; }
-
-std::vector<Sequence> random_sequences(size_t n, uint64_t seed, int64_t vocab, int64_t min_len, int64_t max_len) {
-  std::mt19937_64 rng(seed);
-  std::vector<Sequence> out(n);
-  for (Sequence& s : out) {
-    int64_t len = min_len + int64_t(rng() % uint64_t(max_len - min_len + 1));
-    for (int64_t i = 0; i < len; ++i) {
-      s.input_ids.push_back(int32_t(rng() % uint64_t(vocab)));
-      s.loss_mask.push_back(uint8_t(rng() % 3 != 0));
-    }
-  }
-  return out;
-}
 
 std::vector<int64_t> random_lengths(size_t n, uint64_t seed, int64_t lo, int64_t hi) {
   std::mt19937_64 rng(seed);
