@@ -14,6 +14,27 @@
 #include "graphs/startup_report.h"
 #include "graphs/update.h"
 #include "model/bucket_step.h"
+#include "runtime/profile.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cupti_profiler.h"
+#endif
+
+#ifndef DFLASH_CUDA
+namespace dflash {
+namespace {
+struct CuptiReplayTimes {
+  std::vector<double> call_ms;
+  double busy_ms = 0, span_ms = 0;
+  int64_t records = 0, unattributed = 0, by_order = 0;
+  std::string unattributed_example;
+};
+void cupti_track_graph_nodes() { DF_FAIL("--cuda: this build has no CUDA backend"); }
+void cupti_start() {}
+CuptiReplayTimes cupti_stop(const ProfileLog&, int64_t) { return {}; }
+}  // namespace
+}  // namespace dflash
+#endif
 
 namespace dflash {
 
@@ -92,53 +113,62 @@ std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed) 
   }
   return all;
 }
-}  // namespace
 
-int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing) {
-  DrafterSpec spec = bench_spec(model);
-  Device dev = cuda ? Device::cuda(0) : Device::cpu();
-  Context ctx(dev);
-  ContextScope scope(ctx);
-  DType compute = dev.is_cuda() ? DType::bf16 : DType::f32;
-  auto t_load = Clock::now();
-  Tensor embed = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "embed");
-  Tensor head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "lm_head");
-  fill_random(embed, 1, 1.0f);
-  fill_random(head, 2, 0.02f);
-  Drafter drafter(spec, embed, head);
-  fill_random(drafter.params().flat_master(), 3, 0.02f);
-  drafter.params().sync_compute_copy();
-  OptimizerConfig opt;
-  opt.total_steps = 1000;
-  opt.warmup_steps = 40;
-  AdamWOptimizer optimizer(drafter.params(), opt);
-  UpdateStep update(optimizer, drafter.params(), nullptr, 0, 1);
-  std::vector<std::unique_ptr<BucketStep>> steps_by_bucket;
-  for (const Bucket& b : buckets) {
-    steps_by_bucket.push_back(std::make_unique<BucketStep>(drafter, nullptr, b, 1024, true));
-    fill_random(steps_by_bucket.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
+// Everything a drafter benchmark needs: the context, random frozen tensors and parameters, the
+// optimizer, one BucketStep per bucket and the engine (recorded and sealed by build()).
+struct DrafterBench {
+  DrafterSpec spec;
+  Device dev;
+  Context ctx;
+  ContextScope scope;
+  Tensor embed, head;
+  std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<AdamWOptimizer> optimizer;
+  std::unique_ptr<UpdateStep> update;
+  std::vector<std::unique_ptr<BucketStep>> steps;
+  std::unique_ptr<Engine> engine;
+  double load_s = 0, startup_ms = 0;
+
+  DrafterBench(const std::string& model, const std::vector<Bucket>& buckets, bool cuda)
+      : spec(bench_spec(model)), dev(cuda ? Device::cuda(0) : Device::cpu()), ctx(dev), scope(ctx) {
+    DType compute = dev.is_cuda() ? DType::bf16 : DType::f32;
+    auto t_load = Clock::now();
+    embed = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "embed");
+    head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "lm_head");
+    fill_random(embed, 1, 1.0f);
+    fill_random(head, 2, 0.02f);
+    drafter = std::make_unique<Drafter>(spec, embed, head);
+    fill_random(drafter->params().flat_master(), 3, 0.02f);
+    drafter->params().sync_compute_copy();
+    OptimizerConfig opt;
+    opt.total_steps = 1000;
+    opt.warmup_steps = 40;
+    optimizer = std::make_unique<AdamWOptimizer>(drafter->params(), opt);
+    update = std::make_unique<UpdateStep>(*optimizer, drafter->params(), nullptr, 0, 1);
+    for (const Bucket& b : buckets) {
+      steps.push_back(std::make_unique<BucketStep>(*drafter, nullptr, b, 1024, true));
+      fill_random(steps.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
+    }
+    load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
   }
-  double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
-  auto t0 = Clock::now();
-  Engine engine(ctx);
-  for (auto& s : steps_by_bucket) {
-    BucketStep* step = s.get();
-    engine.add("train/" + std::to_string(step->bucket().seq), step->bucket(), [step](bool c) { step->train_body(c); },
-               checkpointing);
+
+  void build(bool checkpointing) {
+    auto t0 = Clock::now();
+    engine = std::make_unique<Engine>(ctx);
+    for (auto& s : steps) {
+      BucketStep* step = s.get();
+      engine->add(train_name(step->bucket()), step->bucket(), [step](bool c) { step->train_body(c); }, checkpointing);
+    }
+    UpdateStep* u = update.get();
+    engine->add("update", Bucket{}, [u](bool) { u->body(); }, false);
+    engine->build(available_memory_bytes(dev));
+    startup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
-  engine.add("update", Bucket{}, [&update](bool) { update.body(); }, false);
-  engine.build(available_memory_bytes(dev));
-  double startup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  StartupReport report = make_startup_report(engine, 1, startup_ms);
-  std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), dev.str().c_str(), load_s,
-              format_startup_table(report).c_str());
-  const size_t peak = ctx.persistent_bytes() + engine.arena_bytes();
-  std::printf("%-12s %10s %10s %10s %12s\n", "bucket", "step ms", "TFLOP", "TFLOP/s", "peak GiB");
-  for (auto& s : steps_by_bucket) {
-    const Bucket& b = s->bucket();
-    HostBatch host[3];
-    std::vector<int32_t> anchors[3];
+
+  static std::string train_name(const Bucket& b) { return "train/" + std::to_string(b.seq); }
+
+  // Three input sets per bucket (rotated while timing), all anchors kept.
+  void make_batches(const Bucket& b, HostBatch host[3], std::vector<int32_t> anchors[3]) const {
     for (int k = 0; k < 3; ++k) {
       host[k].resize(b, 0, false);
       std::mt19937_64 rng(100 + uint64_t(k));
@@ -148,8 +178,37 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
       host[k].anchors = anchors[k];
       std::fill(host[k].keep.begin(), host[k].keep.end(), 1);
     }
-    const Program& train = engine.program("train/" + std::to_string(b.seq));
-    const Program& upd = engine.program("update");
+  }
+
+  // (query, key) pairs the attention visits for one batch: each kept block's bs queries see the
+  // context before the anchor and the block itself.
+  double visible_pairs(const std::vector<int32_t>& anchors) const {
+    double pairs = 0;
+    for (int32_t a : anchors) pairs += double(spec.block_size) * (double(a) + double(spec.block_size));
+    return pairs;
+  }
+};
+
+}  // namespace
+
+int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
+                       bool checkpointing) {
+  DrafterBench bench(model, buckets, cuda);
+  bench.build(checkpointing);
+  const DrafterSpec& spec = bench.spec;
+  Context& ctx = bench.ctx;
+  StartupReport report = make_startup_report(*bench.engine, 1, bench.startup_ms);
+  std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), bench.dev.str().c_str(), bench.load_s,
+              format_startup_table(report).c_str());
+  const size_t peak = ctx.persistent_bytes() + bench.engine->arena_bytes();
+  std::printf("%-12s %10s %10s %10s %12s\n", "bucket", "step ms", "TFLOP", "TFLOP/s", "peak GiB");
+  for (auto& s : bench.steps) {
+    const Bucket& b = s->bucket();
+    HostBatch host[3];
+    std::vector<int32_t> anchors[3];
+    bench.make_batches(b, host, anchors);
+    const Program& train = bench.engine->program(DrafterBench::train_name(b));
+    const Program& upd = bench.engine->program("update");
     std::vector<double> ms;
     for (int i = 0; i < steps + 3; ++i) {
       s->stage(host[i % 3]);
@@ -168,11 +227,96 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f)\n", (long long)b.seq, (long long)b.anchors, med,
                 flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30), r.loss);
     std::printf("{\"bench\":\"step\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
-                "\"step_ms\":%.3f,\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,\"persistent_bytes\":%zu}\n",
-                model.c_str(), dev.str().c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch, med,
-                flops / 1e12 / (med / 1e3), startup_ms, engine.arena_bytes(), ctx.persistent_bytes());
+                "\"checkpointing\":%s,\"step_ms\":%.3f,\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,"
+                "\"persistent_bytes\":%zu,\"peak_gib\":%.3f}\n",
+                model.c_str(), bench.dev.str().c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
+                checkpointing ? "true" : "false", med, flops / 1e12 / (med / 1e3), bench.startup_ms,
+                bench.engine->arena_bytes(), ctx.persistent_bytes(), double(peak) / double(1ull << 30));
   }
   return 0;
+}
+
+int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
+                          bool checkpointing) {
+  DrafterBench bench(model, buckets, cuda);
+  ProfileLog log;
+  bench.ctx.attach_profile(&log);
+  if (cuda) cupti_track_graph_nodes();
+  bench.build(checkpointing);
+  bench.ctx.attach_profile(nullptr);
+  Context& ctx = bench.ctx;
+  bool ok = true;
+  for (auto& s : bench.steps) {
+    const Bucket& b = s->bucket();
+    HostBatch host[3];
+    std::vector<int32_t> anchors[3];
+    bench.make_batches(b, host, anchors);
+    s->stage(host[0]);
+    const std::string train_name = DrafterBench::train_name(b);
+    const Program& train = bench.engine->program(train_name);
+    const Program& upd = bench.engine->program("update");
+    for (int i = 0; i < 3; ++i) train.replay(), upd.replay();  // warm-up
+    ctx.synchronize();
+    for (ProfiledCall& c : log.calls()) c.cpu_ms = 0, c.cpu_runs = 0;
+    std::vector<double> measured;
+    CuptiReplayTimes ct;
+    if (cuda) cupti_start();
+    for (int i = 0; i < replays; ++i) {
+      ctx.synchronize();
+      auto a = Clock::now();
+      if (cuda) {
+#ifdef DFLASH_CUDA
+        measured.push_back(cuda_backend::time_ms(ctx.cuda_stream(), [&] {
+          train.replay();
+          upd.replay();
+        }));
+#endif
+      } else {
+        train.replay();
+        upd.replay();
+        measured.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+      }
+    }
+    ctx.synchronize();
+    if (cuda) ct = cupti_stop(log, replays);
+    // The calls of this bucket's programs, with their times.
+    std::vector<ProfiledCall> calls;
+    std::vector<double> times;
+    for (size_t i = 0; i < log.calls().size(); ++i) {
+      const ProfiledCall& c = log.calls()[i];
+      if (c.program != train_name && c.program != "update") continue;
+      calls.push_back(c);
+      times.push_back(cuda ? ct.call_ms[i] : c.cpu_ms);
+    }
+    ProfileTableInput in;
+    double mean = 0;
+    for (double m : measured) mean += m / double(measured.size());
+    in.measured_ms = mean;
+    in.visible_pairs = bench.visible_pairs(anchors[0]);
+    in.rows = profile_rows(calls, times, replays, in.visible_pairs);
+    if (cuda) in.idle_ms = std::max(0.0, (ct.span_ms - ct.busy_ms) / double(replays));
+    char title[256];
+    std::snprintf(title, sizeof title, "profile: %s %lld:%lld on %s, checkpointing %s, %d replays of train + update",
+                  model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(),
+                  checkpointing ? "on" : "off", replays);
+    std::printf("%s", format_profile_table(title, in).c_str());
+    if (cuda)
+      std::printf("CUPTI: %lld activity records over %d replays (%lld attributed by launch order); %s\n",
+                  (long long)ct.records, replays, (long long)ct.by_order, log.node_report().c_str());
+    if (cuda && ct.unattributed > 0) {
+      std::printf("ERROR: %lld of %lld GPU activity records belong to no recorded call (e.g. %s)\n",
+                  (long long)ct.unattributed, (long long)ct.records, ct.unattributed_example.c_str());
+      ok = false;
+    }
+    const double mismatch = profile_mismatch(in);
+    if (mismatch > 0.05) {
+      std::printf("ERROR: the kernels account for %.3f ms of a measured %.3f ms replay (%.1f%% apart, more than 5%%): "
+                  "the profile is not trustworthy\n",
+                  mean * (1 - mismatch), mean, 100 * mismatch);
+      ok = false;
+    }
+  }
+  return ok ? 0 : 1;
 }
 
 }  // namespace dflash

@@ -22,6 +22,8 @@ using namespace dflash;
 namespace dflash {
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
                        bool checkpointing);
+int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
+                          bool checkpointing);
 }
 
 namespace {
@@ -125,13 +127,14 @@ int cmd_toy(int steps, bool cuda) {
 int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
-    int steps = 20;
+    int steps = 20, replays = 5;
     bool cuda = false, checkpointing = true;
     std::string model = "small";
     std::vector<Bucket> buckets;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
       if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
+      else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
       else if (a == "--no-checkpointing") checkpointing = false;
       else if (a.rfind("--model=", 0) == 0) model = a.substr(8);
@@ -155,11 +158,17 @@ int main(int argc, char** argv) {
       if (buckets.empty()) buckets = {{512, 64, 1}, {1024, 128, 1}, {2048, 256, 1}};
       return bench_drafter_step(model, buckets, steps, cuda, checkpointing);
     }
+    if (cmd == "profile") {
+      if (buckets.empty()) buckets = {{512, 64, 1}};
+      return bench_drafter_profile(model, buckets, replays, cuda, checkpointing);
+    }
     std::fprintf(stderr,
                  "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
                  "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n"
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
-                 "                         [--no-checkpointing]   the DFlash drafter step of ../shared/BENCH.md\n");
+                 "                         [--no-checkpointing]   the DFlash drafter step of ../shared/BENCH.md\n"
+                 "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
+                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

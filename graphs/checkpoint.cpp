@@ -6,6 +6,7 @@
 #include "runtime/autograd.h"
 #include "runtime/context.h"
 #include "runtime/ops/common.h"
+#include "runtime/profile.h"
 
 namespace dflash {
 
@@ -63,7 +64,11 @@ std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const s
     std::vector<Tensor> grads;
     for (size_t i = 0; i < n_out; ++i) grads.push_back(g.out(i));
     NestedTape nested(c);
-    std::vector<Tensor> again = segment(aliases);
+    std::vector<Tensor> again;
+    {
+      PhaseScope phase("recompute");
+      again = segment(aliases);
+    }
     DF_CHECK(again.size() == n_out, "checkpoint: the segment returned " << again.size() << " outputs when "
                                                                         << "recomputed but " << n_out
                                                                         << " the first time; it must be pure");

@@ -4,6 +4,7 @@
 
 #include "runtime/context.h"
 #include "runtime/ops.h"
+#include "runtime/profile.h"
 
 namespace dflash {
 
@@ -86,6 +87,7 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     g[outputs[i].id()] = grads[i];
   }
   NoGrad no_grad;
+  PhaseScope phase("backward");
   auto& nodes = tape.nodes_;
   while (!nodes.empty()) {
     Node& n = nodes.back();

@@ -1,6 +1,8 @@
 // Context: modes, allocation routing, kernel submission and the recording lifecycle.
 #include "runtime/context.h"
 
+#include <chrono>
+
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #ifdef DFLASH_CUDA
@@ -168,9 +170,17 @@ void Context::reserve_arena(size_t bytes) {
   arena_capacity_ = bytes;
 }
 
+int64_t Context::profile_call() {
+  CallCost cost = std::move(pending_cost_);
+  pending_cost_ = CallCost{};
+  if (!profile_ || mode_ != Mode::record) return -1;
+  return profile_->add_call(program_, op(), current_phase(), std::move(cost));
+}
+
 void Context::launch(KernelCall call) {
   DF_CHECK(device_.is_cpu(), "op '" << op() << "' submitted a CPU kernel call to " << device_.str()
                                     << " (a runtime bug: the op must dispatch on the device)");
+  const int64_t labelled = profile_call();
   switch (mode_) {
     case Mode::eager:
       call();
@@ -180,6 +190,16 @@ void Context::launch(KernelCall call) {
       break;
     case Mode::record:
       ++kernels_;
+      if (labelled >= 0) {
+        ProfileLog* log = profile_;
+        call = [log, labelled, inner = std::move(call)] {
+          auto t0 = std::chrono::steady_clock::now();
+          inner();
+          ProfiledCall& c = log->calls()[size_t(labelled)];
+          c.cpu_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          c.cpu_runs += 1;
+        };
+      }
       sink_->push_back(std::move(call));
       break;
   }
@@ -188,6 +208,7 @@ void Context::launch(KernelCall call) {
 void* Context::cuda_stream_for_launch() {
   DF_CHECK(device_.is_cuda(), "op '" << op() << "' asked for a CUDA stream on " << device_.str()
                                      << " (a runtime bug: the op must dispatch on the device)");
+  profile_call();
   if (mode_ != Mode::eager) ++kernels_;
   return mode_ == Mode::plan ? nullptr : cuda_stream_;
 }
@@ -208,7 +229,13 @@ void Context::begin(Mode mode, const std::string& program, std::vector<KernelCal
   ++epoch_;
   planner_.reset();
 #ifdef DFLASH_CUDA
-  if (mode == Mode::record && device_.is_cuda()) cuda_backend::begin_capture(cuda_stream_);
+  if (mode == Mode::record && device_.is_cuda()) {
+    if (profile_) {
+      profile_->begin_capture();
+      set_capturing_profile_log(profile_);
+    }
+    cuda_backend::begin_capture(cuda_stream_);
+  }
 #endif
 }
 
@@ -218,7 +245,12 @@ RecordingResult Context::end() {
   r.kernels = kernels_;
   r.peak_bytes = planner_.peak();
 #ifdef DFLASH_CUDA
-  if (mode_ == Mode::record && device_.is_cuda()) r.cuda_graph_exec = cuda_backend::end_capture_and_instantiate(cuda_stream_);
+  if (mode_ == Mode::record && device_.is_cuda()) {
+    if (profile_) profile_->begin_instantiate();
+    r.cuda_graph_exec = cuda_backend::end_capture_and_instantiate(cuda_stream_);
+    if (profile_) profile_->end_instantiate();
+    set_capturing_profile_log(nullptr);
+  }
 #endif
   size_t live = planner_.live_blocks(), live_bytes = planner_.live_bytes();
   std::string program = program_;
@@ -239,6 +271,8 @@ RecordingResult Context::end() {
 
 void Context::abort_recording() noexcept {
   if (mode_ == Mode::eager) return;
+  if (profile_) profile_->begin_instantiate();
+  set_capturing_profile_log(nullptr);
 #ifdef DFLASH_CUDA
   if (mode_ == Mode::record && device_.is_cuda()) {
     try {

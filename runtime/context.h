@@ -10,6 +10,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/profile.h"
 
 namespace dflash {
 
@@ -75,6 +76,12 @@ class Context {
   // After startup: any arena allocation, recording or capture is refused.
   void seal() { sealed_ = true; }
 
+  // Profiling: with a log attached, every kernel call recorded from now on is labelled (op,
+  // phase, the cost noted just before it); CPU recordings also time each call when replayed.
+  void attach_profile(ProfileLog* log) { profile_ = log; }
+  ProfileLog* profile_log() const { return profile_; }
+  void set_pending_cost(CallCost c) { pending_cost_ = std::move(c); }
+
   // Waits for all submitted device work (no-op on the CPU).
   void synchronize();
 
@@ -118,6 +125,11 @@ class Context {
   Tape* tape_ = nullptr;
   bool grad_enabled_ = true;
   const char* op_ = nullptr;
+
+  ProfileLog* profile_ = nullptr;
+  CallCost pending_cost_;
+  // Labels the kernel call being submitted in a recording (profiling only).
+  int64_t profile_call();
 
   void* cuda_stream_ = nullptr;
   void* cublas_ = nullptr;

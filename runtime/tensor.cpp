@@ -6,6 +6,7 @@
 
 #include "runtime/autograd.h"
 #include "runtime/context.h"
+#include "runtime/profile.h"
 #include "kernels/cpu/cpu_kernels.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
@@ -31,6 +32,8 @@ Tensor make(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, c
 
 void fill_zero(const Tensor& t) {
   Context& ctx = Context::current();
+  OpScope op("zero");
+  note_bytes_cost(double(t.nbytes()));
   if (t.device().is_cpu()) {
     void* p = t.raw();
     size_t n = t.nbytes();

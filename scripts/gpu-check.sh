@@ -1,40 +1,77 @@
 #!/usr/bin/env bash
-# On a GPU host (the H200 machine): build with CUDA, run the GPU test suites, compute-sanitizer
-# memcheck on one replay of every bucket (checkpointing on and off), the benchmarks of
-# ../shared/BENCH.md (dflash-bench step) and the default job on the GPU.
-# Needs header-only packages the host lacks in .deps/include (toml++, nlohmann) and the golden data
-# in .golden/dflash-tiny; scripts/gpu-prepare.sh fills both from this machine's packages.
-# Output: a summary table at the end; full logs under $OUT (or ./gpu-out) when set.
+# On a GPU host (the H200 machine): builds with CUDA and runs the named steps (default: all but
+# the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
+#   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
+# Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
+# synccheck, initcheck, profile (4096:512 and others), bench-small, bench-qwen3-8b, bench-long,
+# anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
+# from .anchors/), tiny-job.
+# Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-export DFLASH_GOLDEN=$PWD/.golden/dflash-tiny
 export NCCL_NVLS_ENABLE=0
 summary=()
+failed=0
 step() {  # step NAME COMMAND...: runs, logs, records pass/fail and seconds
   local name=$1; shift
   local t0=$(date +%s)
-  "$@" >"$out/$name.log" 2>&1
+  echo "== $name: $*" >"$out/$name.log"
+  "$@" >>"$out/$name.log" 2>&1
   local rc=$?
-  summary+=("$(printf '%-28s rc=%-3s %4ss' "$name" "$rc" "$(( $(date +%s) - t0 ))")")
-  tail -n 25 "$out/$name.log"
+  summary+=("$(printf '%-22s rc=%-3s %4ss' "$name" "$rc" "$(( $(date +%s) - t0 ))")")
+  [ $rc -ne 0 ] && failed=1
+  tail -n 40 "$out/$name.log"
   return $rc
 }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" || { printf '%s\n' "${summary[@]}"; exit 1; }
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build tests cpu-tests memcheck profile bench-small bench-qwen3-8b tiny-job)
 gpus=$(nvidia-smi -L | wc -l)
-if [ "$gpus" -ge 2 ]; then
-  step gpu-tests ./build/dflash-tests --test-suite='gpu*'
-else
-  step gpu-tests ./build/dflash-tests --test-suite='gpu*' --test-suite-exclude='gpu2*'
-fi
-step cpu-tests ./build/dflash-tests --test-suite-exclude='gpu*'
-step memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-tests --test-suite='gpu-sanitize,gpu-attention'
-step bench-toy-cuda ./build/dflash-bench toy --cuda --steps=30
-# ../shared/BENCH.md's shapes: the drafter's step (forward + backward + AdamW), target features given.
-step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 --bucket=1024:128 --bucket=2048:256 --steps=20
-step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20 && ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --bucket=4096:512 --steps=20 --no-checkpointing"
-# The default job on the GPU (the README's first command, without its apt/build steps).
-step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu --target.path=/tmp/tiny-gpu/target --data.train=/tmp/tiny-gpu/data/train.jsonl --data.eval=/tmp/tiny-gpu/data/eval.jsonl --checkpoint.every=0 --metrics.progress=false
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+git log -1 --format='commit %H %s' 2>/dev/null || true
+san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on the GPU suites
+  local tool=$1 limit=$2 suites=$3; shift 3
+  local extra=()
+  [ "$tool" = racecheck ] && extra=(--racecheck-report all)
+  timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 "${extra[@]}" \
+    ./build/dflash-tests --test-suite="$suites" "$@"
+}
+for s in "${steps[@]}"; do
+  case $s in
+    build) step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" \
+             || { printf '%s\n' "${summary[@]}"; exit 1; } ;;
+    tests)
+      if [ "$gpus" -ge 2 ]; then step tests ./build/dflash-tests --test-suite='gpu*'
+      else step tests ./build/dflash-tests --test-suite='gpu*' --test-suite-exclude='gpu2*'; fi ;;
+    cpu-tests) step cpu-tests ./build/dflash-tests --test-suite-exclude='gpu*' ;;
+    memcheck) step memcheck san memcheck 500 'gpu-sanitize,gpu-attention' ;;
+    racecheck) step racecheck san racecheck 560 'gpu-sanitize,gpu-misc' ;;
+    synccheck) step synccheck san synccheck 560 'gpu-sanitize,gpu-attention,gpu-misc' ;;
+    initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;
+    profile) step profile timeout 400 bash -c "./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 \
+      && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 --no-checkpointing \
+      && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 \
+      && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=65536:512 \
+      && ./build/dflash-bench profile --cuda --model=small --bucket=512:64" ;;
+    bench-small) step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 \
+      --bucket=1024:128 --bucket=2048:256 --steps=30 ;;
+    bench-qwen3-8b) step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b \
+      --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20 && ./build/dflash-bench step --cuda \
+      --model=qwen3-8b --bucket=1024:128 --bucket=4096:512 --steps=20 --no-checkpointing" ;;
+    bench-long) step bench-long timeout 500 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=8192:512 \
+      --bucket=16384:512 --bucket=32768:512 --bucket=65536:512 --steps=20 ;;
+    anchors-small) step anchors-small timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes compiled \
+      --hidden 1024 --inter 3072 --layers 2 --heads 16 --kv-heads 8 --head-dim 64 --buckets 512:64,1024:128,2048:256 ;;
+    anchors-qwen3-8b) step anchors-qwen3-8b timeout 590 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py \
+      --modes compiled --buckets 1024:128,2048:256,4096:512 ;;
+    anchors-long) step anchors-long timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes flex \
+      --buckets 8192:512,16384:512,32768:512,65536:512 ;;
+    tiny-job) step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu \
+      --target.path=/tmp/tiny-gpu/target --data.train=/tmp/tiny-gpu/data/train.jsonl \
+      --data.eval=/tmp/tiny-gpu/data/eval.jsonl --checkpoint.every=0 --metrics.progress=false ;;
+    *) echo "gpu-check: unknown step '$s'"; exit 2 ;;
+  esac
+done
 echo "== summary"; printf '%s\n' "${summary[@]}"
+exit $failed

@@ -153,4 +153,20 @@ void graph_destroy(void* exec) {
   if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
 }
 
+double time_ms(void* stream, const std::function<void()>& submit) {
+  auto st = static_cast<cudaStream_t>(stream);
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  check(cudaEventRecord(a, st), "cudaEventRecord");
+  submit();
+  check(cudaEventRecord(b, st), "cudaEventRecord");
+  check(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return double(ms);
+}
+
 }  // namespace dflash::cuda_backend

@@ -2,6 +2,7 @@
 // functions so that nothing above includes CUDA headers. Defined only in CUDA builds.
 #pragma once
 #include <cstddef>
+#include <functional>
 
 namespace dflash::cuda_backend {
 
@@ -35,5 +36,8 @@ void begin_capture(void* stream);
 void* end_capture_and_instantiate(void* stream);  // returns a cudaGraphExec_t
 void graph_launch(void* exec, void* stream);
 void graph_destroy(void* exec);
+
+// Device time of the work `submit` enqueues on `stream` (events before and after; synchronises).
+double time_ms(void* stream, const std::function<void()>& submit);
 
 }  // namespace dflash::cuda_backend

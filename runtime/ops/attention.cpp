@@ -12,6 +12,9 @@ using namespace detail;
 
 namespace {
 constexpr const char* kOp = "dflash_attention";
+// FLOP per visible (query, key) pair and per head-dim unit, as ../shared/BENCH.md counts them:
+// forward Q K^T and P V (2 + 2); backward 2.5x the forward.
+constexpr double kForwardFlopPerPair = 4.0, kBackwardFlopPerPair = 10.0;
 
 // Checks every argument and returns the kernel's dimensions.
 kernels::cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
@@ -90,6 +93,7 @@ Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& 
   r.out = Tensor::empty({d.B, T, d.nh, d.hd}, q.dtype());
   r.tiles_visited = Tensor::empty({1}, DType::i32);
   Tensor lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
+  note_pair_cost(kForwardFlopPerPair * double(d.hd * d.nh), "attention forward");
   if (void* s = ctx().cuda_stream_for_launch())
     kernels::cuda::dflash_attention_forward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep), cuda_dims(d),
                                              r.out.raw(), f32(lse), i32(r.tiles_visited)},
@@ -105,6 +109,7 @@ Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& 
       DF_CHECK(aligned16(dout), kOp << ": the output gradient " << dout.describe()
                                     << " does not start at a 16-byte aligned address");
       Tensor delta = Tensor::empty({d.B, d.nh, d.N * d.bs}, DType::f32);  // (B, nh, T): dO . O per query row
+      note_pair_cost(kBackwardFlopPerPair * double(d.hd * d.nh), "attention backward");
       if (void* s = ctx().cuda_stream_for_launch())
         kernels::cuda::dflash_attention_backward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep),
                                                   cuda_dims(d), out.raw(), dout.raw(), bf16(dout), f32(lse), f32(delta),
@@ -141,6 +146,7 @@ Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   const int32_t *pa = i32(anchors), *pkeep = i32(keep);
   float *po = f32(r.out), *plse = f32(lse);
   int32_t* ptiles = i32(r.tiles_visited);
+  note_pair_cost(kForwardFlopPerPair * double(d.hd * d.nh), "attention forward");
   ctx().launch([=] { kernels::cpu::dflash_attention_forward(pq, pk, pv, pa, pkeep, d, po, plse, ptiles); });
 
   if (needs_grad({&q, &k, &v})) {
@@ -150,6 +156,7 @@ Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
       float *dq = f32(g.in(q)), *dk = f32(g.in(k)), *dv = f32(g.in(v));
       const float *pq = f32(q), *pk = f32(k), *pv = f32(v), *po = f32(out), *pdo = f32(dout), *plse = f32(lse);
       const int32_t *pa = i32(anchors), *pkeep = i32(keep);
+      note_pair_cost(kBackwardFlopPerPair * double(d.hd * d.nh), "attention backward");
       ctx().launch([=] {
         kernels::cpu::dflash_attention_backward(pq, pk, pv, pa, pkeep, po, pdo, plse, d, dq, dk, dv);
       });

@@ -29,6 +29,7 @@ Tensor cast(const Tensor& x, DType to) {
   }
 
   Tensor y = Tensor::empty(x.shape(), to);  // x's shape
+  note_io({&x}, {&y});
   if (on_cpu()) {
     const void* src = x.raw();
     void* dst = y.raw();

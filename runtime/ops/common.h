@@ -3,6 +3,7 @@
 #include "runtime/autograd.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
+#include "runtime/profile.h"
 #include "runtime/tensor.h"
 
 namespace dflash::ops::detail {
@@ -43,5 +44,17 @@ inline void check_float_dtype(const char* op, const Tensor& t, const char* role)
            op << ": " << role << " is " << t.describe() << " but must be f32 or bf16; convert it before the call");
 }
 inline int32_t* i32(const Tensor& t) { return t.defined() ? t.data<int32_t>() : nullptr; }
+
+// Profiling: the next kernel call reads `reads` once, writes `writes` once and read-modify-writes
+// `updates` (accumulated gradients); undefined tensors count nothing. A no-op unless profiling.
+inline void note_io(std::initializer_list<const Tensor*> reads, std::initializer_list<const Tensor*> writes,
+                    std::initializer_list<const Tensor*> updates = {}) {
+  if (!Context::current().profile_log()) return;
+  double bytes = 0;
+  for (const Tensor* t : reads) bytes += t->defined() ? double(t->nbytes()) : 0.0;
+  for (const Tensor* t : writes) bytes += t->defined() ? double(t->nbytes()) : 0.0;
+  for (const Tensor* t : updates) bytes += t->defined() ? 2.0 * double(t->nbytes()) : 0.0;
+  note_bytes_cost(bytes);
+}
 
 }  // namespace dflash::ops::detail

@@ -49,6 +49,7 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
   size_t esize = dtype_size(a.dtype());
   const void *pa = a.raw(), *pb = b.raw();
   void* py = y.raw();
+  note_io({&a, &b}, {&y});
   if (on_cpu()) {
     ctx().launch([=] { kernels::cpu::concat_forward(pa, pb, py, outer, size_t(a_elems) * esize, size_t(b_elems) * esize); });
   } else {
@@ -62,6 +63,7 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
     record_node("concat", {&y}, [a, b, outer, a_elems, b_elems](NodeGrads& g) {
       Tensor dy = g.out(0), da = g.in(a), db = g.in(b);
       if (!dy.defined() || (!da.defined() && !db.defined())) return;
+      note_io({&dy}, {}, {&da, &db});
       if (on_cpu()) {
         const float* pdy = f32(dy);
         float *pda = f32(da), *pdb = f32(db);

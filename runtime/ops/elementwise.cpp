@@ -23,6 +23,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   check_binary("add", a, b);
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   int64_t n = a.numel();
+  note_io({&a, &b}, {&y});
   if (on_cpu()) {
     const float *pa = f32(a), *pb = f32(b);
     float* py = f32(y);
@@ -47,6 +48,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   check_binary("mul", a, b);
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   int64_t n = a.numel();
+  note_io({&a, &b}, {&y});
   if (on_cpu()) {
     const float *pa = f32(a), *pb = f32(b);
     float* py = f32(y);
@@ -69,6 +71,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 #ifdef DFLASH_CUDA
       Tensor dy = g.out(0), da = g.in(a), db = g.in(b);
       if (!dy.defined() || (!da.defined() && !db.defined())) return;
+      note_io({&a, &b, &dy}, {}, {&da, &db});
       if (void* s = ctx().cuda_stream_for_launch())
         kernels::cuda::mul_backward(a.raw(), b.raw(), bf16(a), dy.raw(), bf16(dy), raw(da), bf16(da), raw(db), bf16(db),
                                     n, s);
@@ -84,6 +87,7 @@ Tensor scale(const Tensor& a, float s) {
   check_float_dtype("scale", a, "a");
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   int64_t n = a.numel();
+  note_io({&a}, {&y});
   if (on_cpu()) {
     const float* pa = f32(a);
     float* py = f32(y);
@@ -103,6 +107,7 @@ Tensor scale(const Tensor& a, float s) {
 #ifdef DFLASH_CUDA
       Tensor dy = g.out(0), da = g.in(a);
       if (!dy.defined() || !da.defined()) return;
+      note_io({&dy}, {}, {&da});
       if (void* st = ctx().cuda_stream_for_launch())
         kernels::cuda::scale_backward(dy.raw(), bf16(dy), s, da.raw(), bf16(da), n, st);
 #endif

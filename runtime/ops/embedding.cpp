@@ -23,6 +23,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
   Shape out_shape = ids.shape();
   out_shape.d[out_shape.ndim++] = H;
   Tensor out = Tensor::empty(out_shape, table.dtype());  // (..., H)
+  note_io({&ids, &out}, {&out});
   if (on_cpu()) {
     const float* pt = f32(table);
     const int32_t* pi = i32(ids);
@@ -41,6 +42,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
       Tensor dout = g.out(0), dtable = g.in(table);
       if (!dout.defined() || !dtable.defined()) return;
       const int32_t* pi = i32(ids);
+      note_io({&ids, &dout}, {}, {&dout});
       if (on_cpu()) {
         const float* pd = f32(dout);
         float* pt = f32(dtable);

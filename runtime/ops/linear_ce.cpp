@@ -18,6 +18,7 @@ constexpr const char* kOp = "linear_cross_entropy";
 // gemm on sub-blocks (a chunk of rows) that are not tensors of their own.
 void gemm_cpu(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, bool ta, const float* b, int64_t ldb,
               bool tb, float* c, int64_t ldc, float beta) {
+  note_gemm_cost(M, N, K, ta, tb, false);
   ctx().launch([=] { kernels::cpu::gemm_f32(M, N, K, a, lda, ta, b, ldb, tb, c, ldc, 1.0f, beta); });
 }
 
@@ -62,6 +63,12 @@ LinearCrossEntropy linear_cross_entropy_cuda(const Tensor& h, const Tensor& weig
   res.scratch_bytes = size_t(chunk) * size_t(V) * (sizeof(float) + (half ? 2 : 0));
   Tensor lse = Tensor::empty({R}, DType::f32);            // (R) saved for backward
   Tensor logits = Tensor::empty({chunk, V}, DType::f32);  // (chunk, V) the only logits ever held
+  if (ctx().profile_log()) {
+    CallCost c;
+    c.flop = 2.0 * double(R) * double(V) * double(H);
+    c.shape = "lm_head + CE forward, chunks of " + std::to_string(chunk);
+    ctx().set_pending_cost(c);
+  }
 #ifdef DFLASH_CUDA
   if (void* s = ctx().cuda_stream_for_launch()) {
     kernels::cuda::LinearCeForward a{h.raw(),   weight.raw(),  half,        i32(labels), f32(row_weights),
@@ -79,6 +86,12 @@ LinearCrossEntropy linear_cross_entropy_cuda(const Tensor& h, const Tensor& weig
       DF_CHECK(dloss.dtype() == DType::f32, kOp << ": the loss gradient is " << dloss.describe() << "; it must be f32");
       Tensor logits = Tensor::empty({chunk, V}, DType::f32);                         // (chunk, V) recomputed logits
       Tensor dlogits = half ? Tensor::empty({chunk, V}, DType::bf16) : logits;  // (chunk, V) in h's dtype for cuBLAS
+      if (ctx().profile_log()) {
+        CallCost c;
+        c.flop = 2.0 * double(R) * double(V) * double(H) * (1 + (dh.defined() ? 1 : 0) + (dw.defined() ? 1 : 0));
+        c.shape = "recompute logits + dlogits GEMMs";
+        ctx().set_pending_cost(c);
+      }
 #ifdef DFLASH_CUDA
       if (void* s = ctx().cuda_stream_for_launch()) {
         kernels::cuda::LinearCeBackward a{h.raw(),  weight.raw(), half,  i32(labels), f32(row_weights), f32(lse),

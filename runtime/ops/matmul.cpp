@@ -15,6 +15,7 @@ namespace {
 void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tensor& B, bool tb, const Tensor& C,
           float beta) {
   int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+  note_gemm_cost(M, N, K, ta, tb, C.dtype() == DType::bf16);
   if (on_cpu()) {
     const float* a = f32(A);
     const float* b = f32(B);

@@ -11,6 +11,7 @@ using namespace detail;
 void fill_(const Tensor& t, float value) {
   OpScope op("fill");
   check_same_device("fill", {&t});
+  note_io({}, {&t});
   if (on_cpu()) {
     check_dtype("fill", t, DType::f32, "tensor");
     float* p = f32(t);
@@ -28,6 +29,7 @@ void accumulate_(const Tensor& dst, const Tensor& src) {
   check_same_device("accumulate", {&dst, &src});
   DF_CHECK(dst.numel() == src.numel(), "accumulate: destination " << dst.describe() << " and source "
                                                                   << src.describe() << " differ in size");
+  note_io({&src}, {}, {&dst});
   if (on_cpu()) {
     check_dtype("accumulate", dst, DType::f32, "destination");
     check_dtype("accumulate", src, DType::f32, "source");
@@ -52,6 +54,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   void* d = dst.raw();
   const void* s = src.raw();
   size_t n = dst.nbytes();
+  note_io({&src}, {&dst});
   if (on_cpu()) {
     DF_CHECK(dst.device().is_cpu() && src.device().is_cpu(),
              "copy: " << dst.describe() << " on " << dst.device().str() << " and " << src.describe() << " on "

@@ -31,6 +31,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
   bool grad = needs_grad({&x, &weight});
   Tensor y = Tensor::empty(x.shape(), x.dtype());                    // (..., D)
   Tensor rstd = grad ? Tensor::empty({rows}, DType::f32) : Tensor();  // (rows), only for backward
+  note_io({&x, &weight}, {&y, &rstd});
   if (on_cpu()) {
     const float *px = f32(x), *pw = f32(weight);
     float *py = f32(y), *pr = f32(rstd);
@@ -46,6 +47,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
     record_node("rmsnorm", {&y}, [x, weight, rstd, rows, D](NodeGrads& g) {
       Tensor dy = g.out(0), dx = g.in(x), dw = g.in(weight);
       if (!dy.defined() || (!dx.defined() && !dw.defined())) return;
+      note_io({&x, &weight, &rstd, &dy}, {}, {&dx, &dw});
       if (on_cpu()) {
         const float *px = f32(x), *pw = f32(weight), *pr = f32(rstd), *pdy = f32(dy);
         float *pdx = f32(dx), *pdw = f32(dw);

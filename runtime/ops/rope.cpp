@@ -34,6 +34,7 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());  // (rows, heads, hd)
   const float* pf = f32(inv_freq);
   const int32_t* pp = i32(positions);
+  note_io({&x}, {&y});
   if (on_cpu()) {
     const float* px = f32(x);
     float* py = f32(y);
@@ -51,6 +52,7 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq) {
       if (!dy.defined() || !dx.defined()) return;
       const float* pf = f32(inv_freq);
       const int32_t* pp = i32(positions);
+      note_io({&dy}, {}, {&dx});
       if (on_cpu()) {
         const float* pdy = f32(dy);
         float* pdx = f32(dx);

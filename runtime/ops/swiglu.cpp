@@ -20,6 +20,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 
   int64_t n = gate.numel();
   Tensor y = Tensor::empty(gate.shape(), gate.dtype());  // same shape as gate and up
+  note_io({&gate, &up}, {&y});
   if (on_cpu()) {
     const float *pg = f32(gate), *pu = f32(up);
     float* py = f32(y);
@@ -35,6 +36,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
     record_node("swiglu", {&y}, [gate, up, n](NodeGrads& g) {
       Tensor dy = g.out(0), dg = g.in(gate), du = g.in(up);
       if (!dy.defined() || (!dg.defined() && !du.defined())) return;
+      note_io({&gate, &up, &dy}, {}, {&dg, &du});
       if (on_cpu()) {
         const float *pg = f32(gate), *pu = f32(up), *pdy = f32(dy);
         float *pdg = f32(dg), *pdu = f32(du);
