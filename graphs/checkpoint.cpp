@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "runtime/autograd.h"
+#include "runtime/error.h"
 #include "runtime/context.h"
 #include "runtime/ops/common.h"
 #include "runtime/profile.h"
@@ -30,13 +31,38 @@ class NestedTape {
 };
 }  // namespace
 
+void CheckpointStash::put(std::vector<Tensor> tensors) {
+  if (!active_) return;
+  DF_CHECK(!replaying_, "checkpoint stash: put() during the recomputation; the segment must put() in its first "
+                        "run and take() in the recomputation");
+  kept_.push_back(std::move(tensors));
+}
+
+std::vector<Tensor> CheckpointStash::take() {
+  DF_CHECK(active_ && replaying_ && next_ < kept_.size(),
+           "checkpoint stash: take() without a matching put() in the first run (" << kept_.size()
+                                                                                   << " kept); the segment must be pure");
+  return std::move(kept_[next_++]);
+}
+
 std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const std::vector<Tensor>& inputs) {
+  return checkpoint_with_stash(
+      name, [segment](const std::vector<Tensor>& x, CheckpointStash&) { return segment(x); }, inputs);
+}
+
+std::vector<Tensor> checkpoint_with_stash(const char* name, const StashedSegment& segment,
+                                          const std::vector<Tensor>& inputs) {
   Context& ctx = Context::current();
-  if (!ctx.grad_enabled()) return segment(inputs);
+  if (!ctx.grad_enabled()) {
+    CheckpointStash inactive;
+    return segment(inputs, inactive);
+  }
+  auto stash = std::make_shared<CheckpointStash>();
+  stash->active_ = true;
   std::vector<Tensor> outputs;
   {
     NoGrad no_grad;
-    outputs = segment(inputs);
+    outputs = segment(inputs, *stash);
   }
   std::vector<Tensor*> out_ptrs;
   for (Tensor& t : outputs) {
@@ -46,7 +72,7 @@ std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const s
     out_ptrs.push_back(&t);
   }
   size_t n_out = outputs.size();
-  record_node(name, out_ptrs, [segment, inputs, n_out](NodeGrads& g) {
+  record_node(name, out_ptrs, [name, segment, inputs, n_out, stash](NodeGrads& g) {
     Context& c = Context::current();
     // Aliases of the inputs (same storage): the nested tape's leaves. Their gradients go
     // straight into the outer gradient buffers of the inputs.
@@ -67,7 +93,13 @@ std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const s
     std::vector<Tensor> again;
     {
       PhaseScope phase("recompute");
-      again = segment(aliases);
+      stash->replaying_ = true;
+      stash->next_ = 0;
+      again = segment(aliases, *stash);
+      DF_CHECK(stash->next_ == stash->kept_.size(),
+               "checkpoint '" << name << "': the recomputation took " << stash->next_ << " of the "
+                              << stash->kept_.size() << " kept results; the segment must be pure");
+      stash->kept_.clear();  // the recorded backward nodes hold what they need
     }
     DF_CHECK(again.size() == n_out, "checkpoint: the segment returned " << again.size() << " outputs when "
                                                                         << "recomputed but " << n_out

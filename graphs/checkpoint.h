@@ -16,4 +16,31 @@ using Segment = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 // pure function of its inputs and the parameters (same kernels every time it runs).
 std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const std::vector<Tensor>& inputs);
 
+// Tensors a checkpointed segment keeps from its first run for its recomputation: results that
+// are expensive to compute and small to hold (an attention's output and log-sum-exp). In the
+// first run put() stores them, in order; in the recomputation take() hands them back in the
+// same order, so the segment can skip that work. Kept tensors live until the segment's
+// backward has run. Outside checkpointing (no grad, or no checkpoint) the stash is inactive.
+class CheckpointStash {
+ public:
+  bool active() const { return active_; }
+  bool replaying() const { return replaying_; }
+  void put(std::vector<Tensor> tensors);
+  std::vector<Tensor> take();
+
+ private:
+  friend std::vector<Tensor> checkpoint_with_stash(const char*, const std::function<std::vector<Tensor>(
+                                                                   const std::vector<Tensor>&, CheckpointStash&)>&,
+                                                   const std::vector<Tensor>&);
+  bool active_ = false, replaying_ = false;
+  std::vector<std::vector<Tensor>> kept_;
+  size_t next_ = 0;
+};
+
+using StashedSegment = std::function<std::vector<Tensor>(const std::vector<Tensor>&, CheckpointStash&)>;
+
+// checkpoint() whose segment may keep tensors from its first run for its recomputation.
+std::vector<Tensor> checkpoint_with_stash(const char* name, const StashedSegment& segment,
+                                          const std::vector<Tensor>& inputs);
+
 }  // namespace dflash

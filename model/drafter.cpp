@@ -66,7 +66,7 @@ void Drafter::init_random(uint64_t seed, double std) {
 }
 
 Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
-                      const Tensor& anchors, const Tensor& keep, int64_t S) const {
+                      const Tensor& anchors, const Tensor& keep, int64_t S, CheckpointStash* stash) const {
   const ParameterStore& p = *params_;
   const float eps = float(spec_.rms_norm_eps);
   const int64_t B = h.dim(0), T = h.dim(1), nh = spec_.num_attention_heads, nkv = spec_.num_key_value_heads,
@@ -78,8 +78,18 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   Tensor k = ops::linear(kv_in, p.get(P(l, "self_attn.k_proj.weight"))).reshape({B, S + T, nkv, hd});
   k = ops::rope(ops::rmsnorm(k, p.get(P(l, "self_attn.k_norm.weight")), eps), k_pos, inv_freq_);  // (B, S+T, nkv, hd)
   Tensor v = ops::linear(kv_in, p.get(P(l, "self_attn.v_proj.weight"))).reshape({B, S + T, nkv, hd});
-  ops::Attention a = ops::dflash_attention(q, k, v, anchors, keep, S, spec_.block_size,
-                                           float(1.0 / std::sqrt(double(hd))));
+  // Checkpointed: the attention's output and lse (small) are kept from the first run, so the
+  // recomputation skips the attention forward (the costliest part at long contexts).
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  ops::Attention a;
+  if (stash && stash->replaying()) {
+    std::vector<Tensor> kept = stash->take();
+    ops::Attention saved{kept[0], kept[1], Tensor()};
+    a = ops::dflash_attention(q, k, v, anchors, keep, S, spec_.block_size, scale, 64, &saved);
+  } else {
+    a = ops::dflash_attention(q, k, v, anchors, keep, S, spec_.block_size, scale);
+    if (stash && stash->active()) stash->put({a.out, a.lse});
+  }
   Tensor h1 = ops::add(h, ops::linear(a.out.reshape({B, T, nh * hd}), p.get(P(l, "self_attn.o_proj.weight"))));
   Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps);
   Tensor mlp = ops::swiglu(ops::linear(y, p.get(P(l, "mlp.gate_proj.weight"))), ops::linear(y, p.get(P(l, "mlp.up_proj.weight"))));
@@ -105,12 +115,12 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, bool checkpointing, int
   for (int64_t l = 0; l < spec_.num_hidden_layers; ++l) {
     if (checkpointing) {
       Tensor q_pos = prep.q_pos, k_pos = prep.k_pos, anchors = in.anchors, keep = in.keep;
-      auto segment = [this, l, q_pos, k_pos, anchors, keep, S](const std::vector<Tensor>& x) {
-        return std::vector<Tensor>{layer(l, x[0], x[1], q_pos, k_pos, anchors, keep, S)};
+      auto segment = [this, l, q_pos, k_pos, anchors, keep, S](const std::vector<Tensor>& x, CheckpointStash& st) {
+        return std::vector<Tensor>{layer(l, x[0], x[1], q_pos, k_pos, anchors, keep, S, &st)};
       };
-      h = checkpoint("drafter_layer", segment, {h, context})[0];
+      h = checkpoint_with_stash("drafter_layer", segment, {h, context})[0];
     } else {
-      h = layer(l, h, context, prep.q_pos, prep.k_pos, in.anchors, in.keep, S);
+      h = layer(l, h, context, prep.q_pos, prep.k_pos, in.anchors, in.keep, S, nullptr);
     }
   }
   out.output = ops::rmsnorm(h, p.get("norm.weight"), eps);  // (B, T, H)

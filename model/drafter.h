@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 
+#include "graphs/checkpoint.h"
 #include "model/dflash_ops.h"
 #include "model/drafter_spec.h"
 #include "runtime/ops.h"
@@ -43,7 +44,7 @@ class Drafter {
 
  private:
   Tensor layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
-               const Tensor& anchors, const Tensor& keep, int64_t S) const;
+               const Tensor& anchors, const Tensor& keep, int64_t S, CheckpointStash* stash) const;
   DrafterSpec spec_;
   Tensor embed_, lm_head_, inv_freq_;
   std::unique_ptr<ParameterStore> params_;

@@ -64,13 +64,17 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, c
 //   keep = 0 it sees nothing and its output and gradients are exactly 0. GQA: query head j uses
 //   kv head j / (nh/nkv). Only visible key tiles (key_tile keys each; the own block is one tile)
 //   are visited; tiles_visited (i32 [1]) counts the (query block, key tile) pairs visited.
+//   With `saved` (the out and lse of an earlier call on the same q, k, v: a checkpointed
+//   segment's recomputation), no forward kernel runs: saved's out and lse are returned and the
+//   backward rule is recorded on them. tiles_visited is then undefined.
 struct Attention {
   Tensor out;            // [B, T, nh, hd]
+  Tensor lse;            // f32 [B, nh, T], what backward needs besides out
   Tensor tiles_visited;  // i32 [1]
 };
 Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
                            const Tensor& keep, int64_t context_len, int64_t block_size, float scale,
-                           int64_t key_tile = 64);
+                           int64_t key_tile = 64, const Attention* saved = nullptr);
 // How many key tiles exist for the same call if every one were visited.
 int64_t dflash_attention_all_tiles(int64_t batch, int64_t context_len, int64_t n_blocks, int64_t key_tile);
 

@@ -190,14 +190,16 @@ TEST_SUITE("ops") {
       RecordingResult plan = rt.ctx.end();
       const int64_t rows = std::min(c.chunk, c.R), chunks = (c.R + c.chunk - 1) / c.chunk;
       CHECK(scratch == size_t(rows * c.V * 4));
-      // One chunk of logits, the per-row ce, argmax and lse, the loss and backward's seed.
-      size_t bound = align_up(scratch) + 3 * align_up(size_t(c.R) * 4) + 2 * kAlignment;
+      // One chunk of logits (dlogits overwrite them on the CPU), the per-row ce, argmax and lse,
+      // the saved unit-upstream dh [R, H], the loss and backward's seed.
+      size_t bound = align_up(scratch) + 3 * align_up(size_t(c.R) * 4) + align_up(size_t(c.R * c.H) * 4) + 2 * kAlignment;
       CHECK(plan.peak_bytes >= scratch);
       CHECK(plan.peak_bytes <= bound);
       if (c.R >= 32 * c.chunk) CHECK(plan.peak_bytes < size_t(c.R * c.V * 4) / 8);
-      // Forward: zero the loss, then gemm + CE per chunk; backward: the seed, then gemm + CE
-      // backward + dh gemm per chunk.
-      CHECK(plan.kernels == size_t(1 + 2 * chunks + 1 + 3 * chunks));
+      // Forward: zero the loss, then per chunk the logits gemm, CE, unit-upstream dlogits and the
+      // dh gemm (the lm_head is frozen: dh is made in the forward); backward: the seed and one
+      // scaled accumulation. The logits are computed once.
+      CHECK(plan.kernels == size_t(1 + 4 * chunks + 1 + 1));
     }
   }
 

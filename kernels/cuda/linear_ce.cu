@@ -1,7 +1,9 @@
 // Fused lm_head + softmax cross-entropy on the GPU, chunked over rows: per chunk a cuBLAS GEMM
-// into f32 logits, then one block per row for logsumexp, CE and argmax (forward) or dlogits
-// (backward, followed by the dh and dweight GEMMs). Every reduction has a fixed order.
+// into f32 logits, then one block per row for logsumexp, CE and argmax (forward; in training
+// also the unit-upstream dlogits) or dlogits (backward when the lm_head needs its gradient,
+// followed by the dh and dweight GEMMs). Every reduction has a fixed order.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -33,11 +35,14 @@ __device__ __forceinline__ SoftmaxState combine(SoftmaxState a, SoftmaxState b) 
 // logits (c, V) f32; one block per row r of the chunk; lse, ce, argmax (c).
 // Each thread scans its elements in increasing index order; a NaN never becomes the max but
 // makes the sum NaN. The first maximum wins, and like the CPU scan, a NaN in column 0 (or a row
-// where nothing exceeds -inf) gives argmax 0.
-template <int N>
-__global__ void ce_rows_forward_kernel(const float* logits, const int32_t* labels, int64_t V, float* lse, float* ce,
-                                       int32_t* argmax) {
+// where nothing exceeds -inf) gives argmax 0. With dlogits (training), a second pass writes the
+// loss gradient for a unit upstream gradient, exactly as ce_rows_backward_kernel with dloss 1:
+// weights[r] * (softmax - onehot(label)); 0 for weight 0 or label -1; NaN for a bad label.
+template <int N, class T>
+__global__ void ce_rows_forward_kernel(const float* logits, const int32_t* labels, const float* weights, int64_t V,
+                                       float* lse, float* ce, int32_t* argmax, T* dlogits) {
   __shared__ SoftmaxState sh[kWarps];
+  __shared__ float s_lse;
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
   SoftmaxState st{-INFINITY, 0.0f, V};
@@ -62,15 +67,36 @@ __global__ void ce_rows_forward_kernel(const float* logits, const int32_t* label
   }
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = st;
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  st = sh[0];
-  for (int w = 1; w < kWarps; ++w) st = combine(st, sh[w]);
-  if (isnan(x[0]) || st.best == V) st.best = 0;
-  const float row_lse = st.m + logf(st.s);
   const int32_t label = labels[r];
-  lse[r] = row_lse;
-  ce[r] = label == kIgnoredLabel ? 0.0f : (label >= 0 && int64_t(label) < V) ? row_lse - x[label] : NAN;
-  argmax[r] = int32_t(st.best);
+  if (threadIdx.x == 0) {
+    st = sh[0];
+    for (int w = 1; w < kWarps; ++w) st = combine(st, sh[w]);
+    if (isnan(x[0]) || st.best == V) st.best = 0;
+    const float row_lse = st.m + logf(st.s);
+    lse[r] = row_lse;
+    ce[r] = label == kIgnoredLabel ? 0.0f : (label >= 0 && int64_t(label) < V) ? row_lse - x[label] : NAN;
+    argmax[r] = int32_t(st.best);
+    s_lse = row_lse;
+  }
+  if (!dlogits) return;
+  __syncthreads();
+  T* d = dlogits + r * V;
+  const float w = weights[r];
+  if (w == 0.0f || label == kIgnoredLabel || label < 0 || int64_t(label) >= V) {
+    const float fill = (w == 0.0f || label == kIgnoredLabel) ? 0.0f : NAN;
+    for (int64_t v = threadIdx.x; v < V; v += kThreads) d[v] = from_float<T>(fill);
+    return;
+  }
+  const float row_lse = s_lse;
+  for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
+    Vec<float, N> v = *reinterpret_cast<const Vec<float, N>*>(x + j);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float g = w * expf(v.v[k] - row_lse);
+      if (j + k == label) g -= w;
+      d[j + k] = from_float<T>(g);
+    }
+  }
 }
 
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r]), each chunk's sum in double:
@@ -114,30 +140,52 @@ __global__ void ce_rows_backward_kernel(const float* logits, const int32_t* labe
   }
 }
 
+// dst (n) += scale[0] * src (n): the saved unit-upstream gradient times the real upstream one.
+__global__ void scaled_accumulate_kernel(void* dst, bool dst_bf16, const void* src, bool src_bf16, const float* scale,
+                                         int64_t n) {
+  const float k = scale[0];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    accumulate_at(dst, dst_bf16, i, k * load(src, src_bf16, i));
+}
+
 size_t elem(bool bf16) { return bf16 ? 2 : 4; }
 const void* offset(const void* p, int64_t elems, bool bf16) { return static_cast<const char*>(p) + elems * elem(bf16); }
 void* offset(void* p, int64_t elems, bool bf16) { return static_cast<char*>(p) + elems * elem(bf16); }
 }  // namespace
 
-void linear_ce_forward(const LinearCeForward& a, void* cublas, void* stream) {
+void ce_rows_forward(const float* logits, const int32_t* labels, const float* weights, int64_t n, int64_t V,
+                     float* lse, float* ce, int32_t* argmax, void* dlogits, bool dlogits_bf16, void* stream) {
+  if (n == 0) return;
   cudaStream_t s = as_stream(stream);
-  const bool vec = a.V % 4 == 0 && aligned16(a.logits);
-  for (int64_t r0 = 0; r0 < a.R; r0 += a.chunk) {
-    const int64_t n = a.chunk < a.R - r0 ? a.chunk : a.R - r0;
-    // (n, V) = h[r0:r0+n] (n, H) W^T
-    gemm({n, a.V, a.H, offset(a.h, r0 * a.H, a.bf16), a.H, false, a.weight, a.H, true, a.logits, a.V, 1.0f, 0.0f,
-          a.bf16, false},
-         cublas, stream);
-    if (vec)
-      ce_rows_forward_kernel<4><<<unsigned(n), kThreads, 0, s>>>(a.logits, a.labels + r0, a.V, a.lse + r0, a.ce + r0,
-                                                                 a.argmax + r0);
-    else
-      ce_rows_forward_kernel<1><<<unsigned(n), kThreads, 0, s>>>(a.logits, a.labels + r0, a.V, a.lse + r0, a.ce + r0,
-                                                                 a.argmax + r0);
-    check_launch("linear_ce_forward: rows");
+  const bool vec = V % 4 == 0 && aligned16(logits);
+  auto launch = [&](auto n_tag, auto* out) {
+    constexpr int N = decltype(n_tag)::value;
+    using T = std::remove_pointer_t<decltype(out)>;
+    ce_rows_forward_kernel<N, T><<<unsigned(n), kThreads, 0, s>>>(logits, labels, weights, V, lse, ce, argmax, out);
+  };
+  using V4 = std::integral_constant<int, 4>;
+  using V1 = std::integral_constant<int, 1>;
+  if (dlogits_bf16) {
+    auto* d = static_cast<bf16_t*>(dlogits);
+    vec ? launch(V4{}, d) : launch(V1{}, d);
+  } else {
+    auto* d = static_cast<float*>(dlogits);
+    vec ? launch(V4{}, d) : launch(V1{}, d);
   }
-  ce_loss_kernel<<<1, kThreads, 0, s>>>(a.ce, a.row_weights, a.R, a.chunk, a.loss);
-  check_launch("linear_ce_forward: loss");
+  check_launch("ce_rows_forward");
+}
+
+void ce_loss(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss, void* stream) {
+  ce_loss_kernel<<<1, kThreads, 0, as_stream(stream)>>>(ce, weights, R, chunk, loss);
+  check_launch("ce_loss");
+}
+
+void scaled_accumulate(void* dst, bool dst_bf16, const void* src, bool src_bf16, const float* scale, int64_t n,
+                       void* stream) {
+  if (n == 0) return;
+  scaled_accumulate_kernel<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(dst, dst_bf16, src, src_bf16,
+                                                                                       scale, n);
+  check_launch("scaled_accumulate");
 }
 
 void linear_ce_backward(const LinearCeBackward& a, void* cublas, void* stream) {

@@ -86,19 +86,24 @@ kernels::cuda::DflashAttentionDims cuda_dims(const kernels::cpu::AttentionDims& 
 // CUDA: out in q's dtype, lse f32 [B, nh, T] saved for backward, tiles_visited counted on the
 // device. The backward takes dout and each gradient in its own dtype.
 Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
-                                const Tensor& keep, const kernels::cpu::AttentionDims& d) {
+                                const Tensor& keep, const kernels::cpu::AttentionDims& d, const Attention* saved) {
   check_cuda_attention(q, k, v, d);
   const int64_t T = d.N * d.bs;
   Attention r;
-  r.out = Tensor::empty({d.B, T, d.nh, d.hd}, q.dtype());
-  r.tiles_visited = Tensor::empty({1}, DType::i32);
-  Tensor lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
-  note_pair_cost(kForwardFlopPerPair * double(d.hd * d.nh), "attention forward");
-  if (void* s = ctx().cuda_stream_for_launch())
-    kernels::cuda::dflash_attention_forward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep), cuda_dims(d),
-                                             r.out.raw(), f32(lse), i32(r.tiles_visited)},
-                                            s);
-
+  if (saved) {
+    r.out = saved->out;
+    r.lse = saved->lse;
+  } else {
+    r.out = Tensor::empty({d.B, T, d.nh, d.hd}, q.dtype());
+    r.tiles_visited = Tensor::empty({1}, DType::i32);
+    r.lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
+    note_pair_cost(kForwardFlopPerPair * double(d.hd * d.nh), "attention forward");
+    if (void* s = ctx().cuda_stream_for_launch())
+      kernels::cuda::dflash_attention_forward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep),
+                                               cuda_dims(d), r.out.raw(), f32(r.lse), i32(r.tiles_visited)},
+                                              s);
+  }
+  Tensor lse = r.lse;
   if (needs_grad({&q, &k, &v})) {
     record_node(kOp, {&r.out}, [q, k, v, anchors, keep, out = r.out, lse, d](NodeGrads& g) {
       Tensor dout = g.out(0);
@@ -124,14 +129,23 @@ Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& 
 
 Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& anchors,
                            const Tensor& keep, int64_t context_len, int64_t block_size, float scale,
-                           int64_t key_tile) {
+                           int64_t key_tile, const Attention* saved) {
   OpScope op(kOp);
   check_same_device(kOp, {&q, &k, &v, &anchors, &keep});
   const kernels::cpu::AttentionDims d =
       check_attention(q, k, v, anchors, keep, context_len, block_size, scale, key_tile);
+  if (saved) {
+    const int64_t T = d.N * d.bs;
+    const Shape out_shape{d.B, T, d.nh, d.hd}, lse_shape{d.B, d.nh, T};
+    const bool fits = saved->out.defined() && saved->lse.defined() && saved->out.shape() == out_shape &&
+                      saved->out.dtype() == q.dtype() && saved->lse.shape() == lse_shape;
+    DF_CHECK(fits,
+             kOp << ": the saved output does not belong to this call (q " << q.describe()
+                 << "); pass the out and lse of the same call's first run");
+  }
   if (!on_cpu()) {
 #ifdef DFLASH_CUDA
-    return dflash_attention_cuda(q, k, v, anchors, keep, d);
+    return dflash_attention_cuda(q, k, v, anchors, keep, d, saved);
 #else
     no_cuda_kernel(kOp);
 #endif
@@ -139,15 +153,21 @@ Attention dflash_attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   const int64_t T = d.N * d.bs;
 
   Attention r;
-  r.out = Tensor::empty({d.B, T, d.nh, d.hd}, DType::f32);
-  r.tiles_visited = Tensor::empty({1}, DType::i32);
-  Tensor lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
-  const float *pq = f32(q), *pk = f32(k), *pv = f32(v);
-  const int32_t *pa = i32(anchors), *pkeep = i32(keep);
-  float *po = f32(r.out), *plse = f32(lse);
-  int32_t* ptiles = i32(r.tiles_visited);
-  note_pair_cost(kForwardFlopPerPair * double(d.hd * d.nh), "attention forward");
-  ctx().launch([=] { kernels::cpu::dflash_attention_forward(pq, pk, pv, pa, pkeep, d, po, plse, ptiles); });
+  if (saved) {
+    r.out = saved->out;
+    r.lse = saved->lse;
+  } else {
+    r.out = Tensor::empty({d.B, T, d.nh, d.hd}, DType::f32);
+    r.tiles_visited = Tensor::empty({1}, DType::i32);
+    r.lse = Tensor::empty({d.B, d.nh, T}, DType::f32);  // saved for backward
+    const float *pq = f32(q), *pk = f32(k), *pv = f32(v);
+    const int32_t *pa = i32(anchors), *pkeep = i32(keep);
+    float *po = f32(r.out), *plse = f32(r.lse);
+    int32_t* ptiles = i32(r.tiles_visited);
+    note_pair_cost(kForwardFlopPerPair * double(d.hd * d.nh), "attention forward");
+    ctx().launch([=] { kernels::cpu::dflash_attention_forward(pq, pk, pv, pa, pkeep, d, po, plse, ptiles); });
+  }
+  Tensor lse = r.lse;
 
   if (needs_grad({&q, &k, &v})) {
     record_node(kOp, {&r.out}, [q, k, v, anchors, keep, out = r.out, lse, d](NodeGrads& g) {
