@@ -2,14 +2,13 @@
 # On a GPU host (the H200 machine): build with CUDA, run the GPU test suites, compute-sanitizer
 # memcheck on one replay of every bucket (checkpointing on and off), the benchmarks of
 # ../shared/BENCH.md (dflash-bench step) and the default job on the GPU.
-# Needs header-only packages the host lacks in .deps/include (toml++, nlohmann) and the golden data
-# in .golden/dflash-tiny; scripts/gpu-prepare.sh fills both from this machine's packages.
+# Needs header-only packages the host lacks in .deps/include (toml++, nlohmann), which
+# scripts/gpu-prepare.sh fills from this machine's packages; the golden data are in tests/golden.
 # Output: a summary table at the end; full logs under $OUT (or ./gpu-out) when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-export DFLASH_GOLDEN=$PWD/.golden/dflash-tiny
 export NCCL_NVLS_ENABLE=0
 summary=()
 step() {  # step NAME COMMAND...: runs, logs, records pass/fail and seconds
