@@ -13,7 +13,7 @@
 #include "graphs/engine.h"
 #include "graphs/startup_report.h"
 #include "graphs/update.h"
-#include "model/bucket_step.h"
+#include "train/bucket_step.h"
 
 namespace dflash {
 

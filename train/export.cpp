@@ -1,15 +1,15 @@
 // Exported drafter: config.json in the golden/SGLang format, model.safetensors in bf16 or f32,
 // written via a staging directory; reading both back with every key, name and shape checked.
-#include "model/export.h"
+#include "train/export.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "model/checkpoint.h"
 #include "runtime/fileio.h"
 #include "runtime/safetensors.h"
+#include "train/checkpoint.h"
 
 namespace dflash {
 

@@ -1,5 +1,5 @@
 // Replica: construction in its own context, program registration, and running.
-#include "model/replica.h"
+#include "train/replica.h"
 
 #include "model/target.h"
 

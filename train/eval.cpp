@@ -1,7 +1,7 @@
 // evaluate(): group (sequence, anchor pass) rows by bucket, run them B at a time, sum in order.
-#include "model/eval.h"
+#include "train/eval.h"
 
-#include "model/anchors.h"
+#include "data/anchors.h"
 
 namespace dflash {
 

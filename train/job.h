@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
-#include "model/data.h"
+#include "data/data.h"
 #include "model/drafter_spec.h"
 #include "model/hf_config.h"
 #include "runtime/device.h"
+#include "train/config.h"
 
 namespace dflash {
 

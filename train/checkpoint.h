@@ -6,7 +6,7 @@
 //   params.safetensors     every parameter's f32 master value under its exported name
 //   optimizer.safetensors  "m.<name>", "v.<name>" (Adam moments, f32) and "step" (i32 [1])
 //   state.json             the caller's state (data position, RNG, config snapshot, ...)
-//   drafter_config.json    optional: the drafter's config in the exported format (model/export.h)
+//   drafter_config.json    optional: the drafter's config in the exported format (train/export.h)
 //   COMPLETE.json          written last: format, version, step, and each file's bytes and CRC-32
 // It is staged in checkpoints/.tmp-step-N-<pid>/ and renamed into place only when complete.
 #pragma once
@@ -59,7 +59,7 @@ nlohmann::json load_checkpoint(const std::filesystem::path& dir, ParameterStore&
 // recorded sizes (checksums are not re-read); directories without a marker are left alone.
 void prune_checkpoints(const std::filesystem::path& dump_folder, int64_t keep);
 
-// --- Directory commit, shared with model/export ---
+// --- Directory commit, shared with train/export ---
 
 // fsync a directory so that renames and new entries in it survive a crash.
 void fsync_directory(const std::filesystem::path& dir);

@@ -1,6 +1,6 @@
 // The training loop: startup (record, seal, report), resume, then steps of k micro-batches on W
 // workers followed by the update, with logging, evaluation, checkpoints and a clean stop.
-#include "model/trainer.h"
+#include "train/trainer.h"
 
 #include <atomic>
 #include <chrono>
@@ -8,15 +8,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "data/anchors.h"
+#include "data/shards.h"
 #include "graphs/startup_report.h"
 #include "graphs/worker.h"
-#include "model/anchors.h"
-#include "model/checkpoint.h"
-#include "model/export.h"
-#include "model/job.h"
-#include "model/shards.h"
-#include "model/train_log.h"
 #include "runtime/comm.h"
+#include "train/checkpoint.h"
+#include "train/export.h"
+#include "train/job.h"
+#include "train/train_log.h"
 
 namespace dflash {
 

@@ -1,5 +1,5 @@
 // BucketStep: static buffers and program bodies of one bucket.
-#include "model/bucket_step.h"
+#include "train/bucket_step.h"
 
 #include "model/target.h"
 #include "runtime/autograd.h"

@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "data/data.h"
 #include "graphs/buckets.h"
-#include "model/data.h"
 
 namespace dflash {
 

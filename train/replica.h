@@ -10,8 +10,8 @@
 
 #include "graphs/engine.h"
 #include "graphs/update.h"
-#include "model/bucket_step.h"
-#include "model/config.h"
+#include "train/bucket_step.h"
+#include "train/config.h"
 
 namespace dflash {
 

@@ -1,5 +1,5 @@
 // Anchor sampling, evaluation passes and micro-batch staging.
-#include "model/anchors.h"
+#include "data/anchors.h"
 
 #include <algorithm>
 

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/data.h"
-#include "model/replica.h"
+#include "data/data.h"
+#include "train/replica.h"
 
 namespace dflash {
 

@@ -1,10 +1,10 @@
 // Job setup: dump folder, synthetic target and data, drafter spec, devices.
-#include "model/job.h"
+#include "train/job.h"
 
 #include <fstream>
 #include <unistd.h>
 
-#include "model/synthetic.h"
+#include "data/synthetic.h"
 #include "model/target.h"
 #include "runtime/context.h"
 #include "runtime/fileio.h"

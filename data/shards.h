@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/data.h"
+#include "data/data.h"
 #include "runtime/fileio.h"
 
 namespace dflash {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/config.h"
-#include "model/data.h"
+#include "data/data.h"
+#include "data/synthetic_config.h"
 
 namespace dflash {
 

@@ -1,6 +1,6 @@
-// Config parsing: a TOML file (toml++) into the structs of model/config.h, command-line overrides
+// Config parsing: a TOML file (toml++) into the structs of train/config.h, command-line overrides
 // applied to the parsed tree, then validation whose messages name the file, the key, the value and the fix.
-#include "model/config.h"
+#include "train/config.h"
 
 #include <toml++/toml.h>
 
@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "model/config_keys.h"
 #include "runtime/error.h"
+#include "train/config_keys.h"
 
 namespace dflash {
 namespace {

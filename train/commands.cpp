@@ -1,12 +1,12 @@
 // prepare, hidden, eval and export.
-#include "model/commands.h"
+#include "train/commands.h"
 
 #include <cstdio>
 
-#include "model/export.h"
-#include "model/job.h"
-#include "model/shards.h"
+#include "data/shards.h"
 #include "model/target.h"
+#include "train/export.h"
+#include "train/job.h"
 
 namespace dflash {
 

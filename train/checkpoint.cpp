@@ -1,6 +1,6 @@
 // Training checkpoints: staged writing with a completion marker, validation (sizes, CRC-32),
 // loading with name/shape checks before any write, pruning, and the atomic directory commit.
-#include "model/checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc, _GNU_SOURCE)
@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "model/export.h"
 #include "runtime/checksum.h"
 #include "runtime/fileio.h"
 #include "runtime/safetensors.h"
+#include "train/export.h"
 
 namespace dflash {
 

@@ -1,5 +1,5 @@
-// The config's keys as data, and the text helpers of its messages (see model/config_keys.h).
-#include "model/config_keys.h"
+// The config's keys as data, and the text helpers of its messages (see train/config_keys.h).
+#include "train/config_keys.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,5 +1,5 @@
 // TrainLog: stdout lines, a progress line on terminals, metrics.jsonl.
-#include "model/train_log.h"
+#include "train/train_log.h"
 
 #include <unistd.h>
 

@@ -1,12 +1,12 @@
 // Sequences, JSONL reading and writing, in-memory datasets and the batch planner.
-#include "model/data.h"
+#include "data/data.h"
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "model/shards.h"
+#include "data/shards.h"
 #include "runtime/error.h"
 #include "runtime/fileio.h"
 

@@ -1,6 +1,6 @@
 // Token and hidden-state shard directories: atomic writers and readers that validate every header
 // (layouts in docs/data-formats.md).
-#include "model/shards.h"
+#include "data/shards.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,10 +1,10 @@
 // The config's keys as data: each leaf key's dotted name, type and struct field, and the text
-// helpers messages use (values, examples, "did you mean"). Internal to model/config.cpp.
+// helpers messages use (values, examples, "did you mean"). Internal to train/config.cpp.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "train/config.h"
 
 namespace dflash::config_detail {
 

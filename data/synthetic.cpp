@@ -1,5 +1,5 @@
 // Generation from a target: batched, one token per forward over the whole prefix (small targets).
-#include "model/synthetic.h"
+#include "data/synthetic.h"
 
 #include <cmath>
 #include <random>

@@ -6,8 +6,8 @@
 #include <functional>
 #include <optional>
 
-#include "model/config.h"
-#include "model/eval.h"
+#include "train/config.h"
+#include "train/eval.h"
 
 namespace dflash {
 

@@ -4,8 +4,8 @@
 #pragma once
 #include <filesystem>
 
-#include "model/config.h"
-#include "model/eval.h"
+#include "train/config.h"
+#include "train/eval.h"
 
 namespace dflash {
 
