@@ -13,8 +13,8 @@
 #include "graphs/engine.h"
 #include "graphs/startup_report.h"
 #include "graphs/update.h"
-#include "model/bucket_step.h"
 #include "runtime/profile.h"
+#include "train/bucket_step.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cupti_profiler.h"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "graphs/worker.h"
-#include "model/toy_worker.h"
 #include "runtime/comm.h"
+#include "train/toy_worker.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
 #endif

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/commands.h"
-#include "model/trainer.h"
+#include "train/commands.h"
+#include "train/trainer.h"
 
 using namespace dflash;
 

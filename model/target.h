@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "model/config.h"
 #include "model/hf_config.h"
+#include "model/target_config.h"
 #include "runtime/tensor.h"
 
 namespace dflash {

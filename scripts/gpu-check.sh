@@ -6,7 +6,8 @@
 # synccheck, initcheck, profile (4096:512 and others), bench-small, bench-qwen3-8b, bench-long,
 # anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
 # from .anchors/), tiny-job.
-# Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh).
+# Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
+# golden data are in tests/golden.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}

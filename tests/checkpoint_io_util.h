@@ -12,12 +12,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "model/checkpoint.h"
-#include "model/export.h"
 #include "runtime/checksum.h"
 #include "runtime/fileio.h"
 #include "runtime/safetensors.h"
 #include "tests/test_util.h"
+#include "train/checkpoint.h"
+#include "train/export.h"
 
 namespace dflash::test::ckpt {
 

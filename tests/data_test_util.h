@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "model/data.h"
+#include "data/data.h"
 
 namespace dflash::test {
 

@@ -1,7 +1,7 @@
 // Buckets: validation messages, the choice of the smallest bucket that holds a sequence, and
 // padding invariance of a sequence's loss across buckets.
 #include "tests/test_util.h"
-#include "model/toy_worker.h"
+#include "train/toy_worker.h"
 
 using namespace dflash;
 using namespace dflash::test;

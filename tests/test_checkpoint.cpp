@@ -2,7 +2,7 @@
 // arena, and an arena that grows per layer by little more than one segment's input.
 #include "graphs/checkpoint.h"
 #include "tests/test_util.h"
-#include "model/toy_worker.h"
+#include "train/toy_worker.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -2,7 +2,7 @@
 // replaying the same batches produces; gradients meet in a fixed rank order.
 #include "graphs/worker.h"
 #include "tests/test_util.h"
-#include "model/toy_worker.h"
+#include "train/toy_worker.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/config.h"
 #include "runtime/error.h"
+#include "train/config.h"
 
 using namespace dflash;
 namespace fs = std::filesystem;

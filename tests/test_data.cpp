@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "model/data.h"
-#include "tests/data_test_util.h"
-#include "model/shards.h"
-#include "tests/test_util.h"
+#include "data/data.h"
+#include "data/shards.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
+#include "tests/data_test_util.h"
+#include "tests/test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "model/anchors.h"
-#include "model/data.h"
-#include "tests/data_test_util.h"
+#include "data/anchors.h"
+#include "data/data.h"
 #include "runtime/error.h"
+#include "tests/data_test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -3,13 +3,13 @@
 // with the file, key and fix.
 #include <fstream>
 
-#include "model/commands.h"
-#include "model/export.h"
-#include "model/job.h"
-#include "model/trainer.h"
 #include "runtime/fileio.h"
 #include "runtime/safetensors.h"
 #include "tests/trainer_fixture.h"
+#include "train/commands.h"
+#include "train/export.h"
+#include "train/job.h"
+#include "train/trainer.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -4,13 +4,13 @@
 // with replay equal to eager. Suite "gpu-drafter".
 #ifdef DFLASH_CUDA
 #include "graphs/program.h"
-#include "model/commands.h"
 #include "model/drafter.h"
-#include "model/trainer.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/safetensors.h"
 #include "tests/gpu_test_util.h"
 #include "tests/trainer_fixture.h"
+#include "train/commands.h"
+#include "train/trainer.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -4,11 +4,11 @@
 #ifdef DFLASH_CUDA
 #include <thread>
 
-#include "model/toy_worker.h"
-#include "runtime/ops.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/ops.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
+#include "train/toy_worker.h"
 
 using namespace dflash;
 using namespace dflash::test;

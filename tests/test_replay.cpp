@@ -1,7 +1,7 @@
 // Record once, replay forever: replay equals eager bit for bit, replay allocates nothing, a sealed
 // runtime refuses to record, and startup refuses a bucket set that does not fit.
 #include "tests/test_util.h"
-#include "model/toy_worker.h"
+#include "train/toy_worker.h"
 
 namespace dflash::test {
 extern thread_local bool t_counting;

@@ -3,10 +3,10 @@
 // offline training equals online training bit for bit, and the startup report is written.
 #include <csignal>
 
-#include "model/commands.h"
-#include "model/trainer.h"
 #include "runtime/fileio.h"
 #include "tests/trainer_fixture.h"
+#include "train/commands.h"
+#include "train/trainer.h"
 
 using namespace dflash;
 using namespace dflash::test;

@@ -149,7 +149,7 @@ struct TempDir {
   }
 };
 
-// The golden drafter's dims (../shared/golden/dflash-tiny/README.md); loss_decay_gamma 4.
+// The golden drafter's dims (tests/golden/dflash-tiny/README.md); loss_decay_gamma 4.
 inline DrafterSpec golden_drafter_spec() {
   DrafterSpec s;
   s.hidden_size = 64;
@@ -170,15 +170,22 @@ inline DrafterSpec golden_drafter_spec() {
   return s;
 }
 
-// The golden reference folder: $DFLASH_GOLDEN, else ../shared/golden/dflash-tiny beside the
-// checkout, else .golden/dflash-tiny inside it (the copy carried to the GPU machine).
+// The golden reference folders, copied into the repository (tests/golden/README.md).
+// golden_dir(): $DFLASH_GOLDEN when set, else tests/golden/dflash-tiny.
 inline std::filesystem::path golden_dir() {
   if (const char* env = std::getenv("DFLASH_GOLDEN")) return env;
-  std::filesystem::path src = DFLASH_SOURCE_DIR;
-  for (auto p : {src / ".." / "shared" / "golden" / "dflash-tiny", src / ".golden" / "dflash-tiny"})
-    if (std::filesystem::exists(p / "case.json")) return p;
-  FAIL("golden data not found: set DFLASH_GOLDEN or put ../shared/golden/dflash-tiny beside the checkout");
-  return {};
+  std::filesystem::path p = DFLASH_SOURCE_DIR "/tests/golden/dflash-tiny";
+  if (!std::filesystem::exists(p / "case.json"))
+    FAIL("golden data not found at " << p.string() << ": set DFLASH_GOLDEN or restore tests/golden from git");
+  return p;
+}
+
+// tests/golden/dflash-spec: greedy speculative decoding, computed in float64.
+inline std::filesystem::path golden_spec_dir() {
+  std::filesystem::path p = DFLASH_SOURCE_DIR "/tests/golden/dflash-spec";
+  if (!std::filesystem::exists(p / "expected.json"))
+    FAIL("golden data not found at " << p.string() << ": restore tests/golden from git");
+  return p;
 }
 
 }  // namespace dflash::test

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/config.h"
 #include "tests/test_util.h"
+#include "train/config.h"
 
 namespace dflash::test {
 

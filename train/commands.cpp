@@ -1,0 +1,143 @@
+// prepare, hidden, eval and export.
+#include "train/commands.h"
+
+#include <cstdio>
+
+#include "data/shards.h"
+#include "model/target.h"
+#include "train/export.h"
+#include "train/job.h"
+
+namespace dflash {
+
+namespace fs = std::filesystem;
+
+namespace {
+void say(const std::string& s) {
+  std::printf("%s\n", s.c_str());
+  std::fflush(stdout);
+}
+
+ReplicaOptions replica_options(const Job& job, bool eval, bool features) {
+  ReplicaOptions o;
+  o.device = job.devices[0];
+  o.spec = job.drafter;
+  o.target_dir = job.cfg.target.path;
+  o.buckets = job.cfg.buckets;
+  o.online = true;
+  o.train = false;
+  o.eval = eval;
+  o.features = features;
+  o.graphs = job.cfg.runtime.graphs;
+  o.chunk_rows = job.cfg.training.chunk_rows;
+  return o;
+}
+
+size_t available(const Job& job) {
+  return job.cfg.runtime.memory_limit_gb > 0 ? size_t(job.cfg.runtime.memory_limit_gb * double(1ull << 30))
+                                             : available_memory_bytes(job.devices[0]);
+}
+}  // namespace
+
+void run_prepare(const Config& cfg) {
+  Job job = setup_job(cfg, say);
+  fs::path root = cfg.data.shards.empty() ? cfg.job.dump_folder / "shards" : cfg.data.shards;
+  auto pack = [&](const std::unique_ptr<Dataset>& data, const char* name) {
+    if (!data) return;
+    std::vector<Sequence> seqs;
+    for (int64_t i = 0; i < data->size(); ++i) seqs.push_back(data->get(i));
+    fs::path dir = root / name;
+    write_token_shards(dir, seqs, job.target.vocab_size);
+    say(std::string("prepare: ") + std::to_string(seqs.size()) + " " + name + " sequences from " +
+        data->source().string() + " -> " + dir.string());
+  };
+  pack(open_train_data(job, say), "train");
+  pack(open_eval_data(job, say), "eval");
+  say("point data.train (and data.eval) at these folders to train from the shards");
+}
+
+void run_hidden(const Config& cfg) {
+  Job job = setup_job(cfg, say);
+  std::unique_ptr<Dataset> data = open_train_data(job, say);
+  OverflowPolicy overflow = parse_overflow_policy(cfg.data.overflow, "data.overflow");
+  std::vector<int64_t> rows = hidden_rows_for(data->lengths(), cfg.buckets, overflow);
+  fs::path dir = cfg.data.hidden.empty() ? cfg.job.dump_folder / "hidden" : cfg.data.hidden;
+  const int64_t width = job.drafter.num_features() * job.drafter.hidden_size;
+  Replica replica(replica_options(job, false, true));
+  replica.build(available(job));
+  HiddenShardWriter writer(dir, width, HiddenDType::f32);
+  // Consecutive sequences (dataset order) of one bucket run together, B at a time.
+  std::vector<int64_t> group;
+  int group_bucket = -1;
+  HostBatch host;
+  std::vector<float> features;
+  auto flush = [&] {
+    if (group.empty()) return;
+    const Bucket& b = cfg.buckets[size_t(group_bucket)];
+    host.resize(b, 0, false);
+    for (size_t k = 0; k < group.size(); ++k) {
+      Sequence s = truncate_sequence(data->get(group[k]), b.seq);
+      std::copy(s.input_ids.begin(), s.input_ids.end(), host.input_ids.begin() + long(k) * b.seq);
+    }
+    {
+      ContextScope scope(replica.context());
+      replica.step(size_t(group_bucket)).stage(host);
+    }
+    replica.run_target(size_t(group_bucket));
+    ContextScope scope(replica.context());
+    features = replica.step(size_t(group_bucket)).hidden().to_floats();
+    for (size_t k = 0; k < group.size(); ++k) writer.append(features.data() + k * size_t(b.seq * width), rows[size_t(group[k])]);
+    group.clear();
+  };
+  for (int64_t i = 0; i < data->size(); ++i) {
+    if (rows[size_t(i)] == 0) {  // skipped by the overflow policy: stored empty
+      flush();
+      writer.append(nullptr, 0);
+      continue;
+    }
+    int b = smallest_bucket_for(cfg.buckets, rows[size_t(i)]);
+    if (b != group_bucket || int64_t(group.size()) == cfg.buckets[size_t(b)].batch) flush();
+    group_bucket = b;
+    group.push_back(i);
+  }
+  flush();
+  writer.finish();
+  say("hidden: " + std::to_string(writer.sequences()) + " sequences of target features (width " + std::to_string(width) +
+      ") -> " + dir.string() + "; train from them with data.mode = \"offline\"");
+}
+
+EvalResult run_eval(const Config& cfg, const fs::path& drafter_dir) {
+  Job job = setup_job(cfg, say);
+  std::unique_ptr<Dataset> data = open_eval_data(job, say);
+  DF_CHECK(data, cfg.source.string() << ": data.eval is not set; eval needs an eval data set");
+  ExportedDrafter found = read_drafter_config(drafter_dir);
+  DrafterSpec spec = job.drafter;
+  std::vector<std::string> diff = drafter_spec_differences(found.spec, spec);
+  DF_CHECK(diff.empty(), drafter_dir.string() << " does not match the drafter this config describes: " << diff[0]
+                                              << (diff.size() > 1 ? " (and more)" : "")
+                                              << "; fix the [drafter] section or pick the matching drafter");
+  Replica replica(replica_options(job, true, false));
+  {
+    ContextScope scope(replica.context());
+    load_drafter_weights(drafter_dir, spec, replica.drafter().params());
+  }
+  replica.build(available(job));
+  EvalResult r = evaluate(replica, *data, parse_overflow_policy(cfg.data.overflow, "data.overflow"));
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "eval %s on %s: loss %.6f  accuracy %.6f  tau %.6f  (%lld blocks, %lld tokens)",
+                drafter_dir.string().c_str(), data->source().string().c_str(), r.loss, r.accuracy, r.tau,
+                (long long)r.blocks, (long long)r.tokens);
+  say(buf);
+  say(r.to_json().dump());
+  return r;
+}
+
+void run_export(const fs::path& checkpoint, const fs::path& out, const std::string& dtype) {
+  DF_CHECK(dtype == "bf16" || dtype == "f32", "--dtype " << dtype << ": use bf16 (the default) or f32");
+  Context ctx(Device::cpu());
+  ContextScope scope(ctx);
+  export_checkpoint(checkpoint, out, dtype == "f32" ? DType::f32 : DType::bf16);
+  say("exported " + checkpoint.string() + " -> " + out.string() + " (" + dtype + ")");
+}
+
+}  // namespace dflash

@@ -1,0 +1,17 @@
+// The dflash-train subcommands other than training: prepare (JSONL -> token shards), hidden
+// (target features -> hidden-state shards for offline mode), eval (a drafter over every valid
+// anchor of data.eval) and export (a checkpoint -> the SGLang-loadable drafter format).
+#pragma once
+#include <filesystem>
+
+#include "train/config.h"
+#include "train/eval.h"
+
+namespace dflash {
+
+void run_prepare(const Config& cfg);
+void run_hidden(const Config& cfg);
+EvalResult run_eval(const Config& cfg, const std::filesystem::path& drafter_dir);
+void run_export(const std::filesystem::path& checkpoint, const std::filesystem::path& out, const std::string& dtype);
+
+}  // namespace dflash

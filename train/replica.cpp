@@ -1,0 +1,98 @@
+// Replica: construction in its own context, program registration, and running.
+#include "train/replica.h"
+
+#include "model/target.h"
+
+namespace dflash {
+
+Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
+  ContextScope scope(ctx_);
+  int64_t max_seq = 0;
+  for (const Bucket& b : o.buckets) max_seq = std::max(max_seq, b.seq);
+  target_ = std::make_unique<Target>(o.target_dir, o.spec.target_layer_ids, max_seq);
+  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head());
+  drafter_->init_random(o.init_seed, o.init_std);
+  if (o.train) {
+    optimizer_ = std::make_unique<AdamWOptimizer>(drafter_->params(), o.optimizer);
+    update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), o.comm, o.rank, int(o.grad_accum));
+  }
+  for (const Bucket& b : o.buckets) {
+    steps_.push_back(std::make_unique<BucketStep>(*drafter_, o.online ? target_.get() : nullptr, b, o.chunk_rows));
+    if (!o.online && o.eval) eval_steps_.push_back(std::make_unique<BucketStep>(*drafter_, target_.get(), b, o.chunk_rows));
+  }
+}
+
+Replica::~Replica() {
+  ContextScope scope(ctx_);
+  engine_.reset();
+  steps_.clear();
+  eval_steps_.clear();
+  update_.reset();
+  optimizer_.reset();
+  drafter_.reset();
+  target_.reset();
+}
+
+void Replica::build(size_t available_bytes, const std::function<void(const std::string&)>& progress) {
+  if (!opt_.graphs) return;
+  ContextScope scope(ctx_);
+  engine_ = std::make_unique<Engine>(ctx_);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    BucketStep* step = steps_[i].get();
+    BucketStep* eval = &eval_step(i);
+    const Bucket& b = step->bucket();
+    std::string seq = std::to_string(b.seq);
+    if (step->online() && (opt_.train || opt_.features)) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
+    if (opt_.train) engine_->add("train/" + seq, b, [step](bool ckpt) { step->train_body(ckpt); }, opt_.checkpointing);
+    if (opt_.eval) engine_->add("eval/" + seq, b, [eval](bool) { eval->eval_body(); }, false);
+  }
+  if (opt_.train) {
+    UpdateStep* u = update_.get();
+    engine_->add("update", Bucket{}, [u](bool) { u->body(); }, false);
+  }
+  engine_->build(available_bytes, progress);
+  for (auto& s : steps_) {
+    std::string seq = std::to_string(s->bucket().seq);
+    Programs p;
+    if (engine_->has("target/" + seq)) p.target = &engine_->program("target/" + seq);
+    if (engine_->has("train/" + seq)) p.train = &engine_->program("train/" + seq);
+    if (engine_->has("eval/" + seq)) p.eval = &engine_->program("eval/" + seq);
+    programs_.push_back(p);
+  }
+  if (engine_->has("update")) update_program_ = &engine_->program("update");
+}
+
+template <class Body>
+void Replica::run(const Program* program, const Body& eager_body) {
+  ContextScope scope(ctx_);
+  if (opt_.graphs) {
+    DF_CHECK(program, "no such program was recorded at startup (is this replica built for training and eval?)");
+    program->replay();
+  } else {
+    eager_body();
+  }
+  ctx_.synchronize();
+}
+
+void Replica::run_target(size_t b) {
+  BucketStep* s = steps_[b].get();
+  run(opt_.graphs ? programs_[b].target : nullptr, [s] { s->target_body(); });
+}
+
+void Replica::run_train(size_t b) {
+  BucketStep* s = steps_[b].get();
+  bool ckpt = opt_.checkpointing;
+  run(opt_.graphs ? programs_[b].train : nullptr, [s, ckpt] { s->train_body(ckpt); });
+}
+
+void Replica::run_eval(size_t b) {
+  BucketStep* s = &eval_step(b);
+  run(opt_.graphs ? programs_[b].eval : nullptr, [s] { s->eval_body(); });
+}
+
+void Replica::run_update() {
+  UpdateStep* u = update_.get();
+  run(update_program_, [u] { u->body(); });
+}
+
+}  // namespace dflash
