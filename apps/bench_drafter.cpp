@@ -56,8 +56,12 @@ DrafterSpec bench_spec(const std::string& model) {
   } else if (model == "qwen3-8b") {
     s.hidden_size = 4096, s.intermediate_size = 12288, s.num_hidden_layers = 5;
     s.num_attention_heads = 32, s.num_key_value_heads = 8, s.head_dim = 128;
+  } else if (model == "tiny") {  // CI-sized: the profiler's table checked on the CPU
+    s.vocab_size = 512, s.mask_token_id = 511;
+    s.hidden_size = 64, s.intermediate_size = 128, s.num_hidden_layers = 2;
+    s.num_attention_heads = 4, s.num_key_value_heads = 2, s.head_dim = 16;
   } else {
-    DF_FAIL("--model=" << model << ": use small or qwen3-8b (../shared/BENCH.md)");
+    DF_FAIL("--model=" << model << ": use small or qwen3-8b (../shared/BENCH.md), or tiny (a CI-sized drafter)");
   }
   return s;
 }
@@ -300,6 +304,17 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
                   model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(),
                   checkpointing ? "on" : "off", replays);
     std::printf("%s", format_profile_table(title, in).c_str());
+    // Machine-readable rows, and the step's FLOP as ../shared/BENCH.md counts them.
+    for (const ProfileRow& r : in.rows)
+      std::printf("{\"profile_row\":{\"program\":\"%s\",\"phase\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\","
+                  "\"calls\":%lld,\"ms\":%.6f,\"flop\":%.17g,\"bytes\":%.17g}}\n",
+                  r.program.c_str(), r.phase.c_str(), r.op.c_str(), r.shape.c_str(), (long long)r.calls, r.ms, r.flop,
+                  r.bytes);
+    std::printf("{\"profile\":{\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,\"checkpointing\":%s,"
+                "\"measured_ms\":%.6f,\"idle_ms\":%.6f,\"visible_pairs\":%.17g,\"bench_flop\":%.17g}}\n",
+                model.c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
+                checkpointing ? "true" : "false", in.measured_ms, in.idle_ms, in.visible_pairs,
+                step_flops(bench.spec, b, anchors[0]));
     if (cuda)
       std::printf("CUPTI: %lld activity records over %d replays (%lld attributed by launch order); %s\n",
                   (long long)ct.records, replays, (long long)ct.by_order, log.node_report().c_str());

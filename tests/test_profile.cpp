@@ -1,0 +1,109 @@
+// The profiler's table (`dflash-bench profile`, CPU): every GEMM row's FLOP is calls x 2MNK of its
+// shape, the rows of one step add up to ../shared/BENCH.md's FLOP formula (computed here from the
+// drafter's dims), and checkpointed layers recompute their GEMMs but not the attention.
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace {
+
+struct Run {
+  std::vector<nlohmann::json> rows;
+  nlohmann::json summary;
+  int exit_code = -1;
+};
+
+Run run_profile(const std::string& args) {
+  const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
+  const std::string cmd = bench + " profile " + args + " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE_MESSAGE(p, "cannot run " << cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  r.exit_code = pclose(p);
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("{\"profile_row\"", 0) == 0) r.rows.push_back(nlohmann::json::parse(line)["profile_row"]);
+    if (line.rfind("{\"profile\"", 0) == 0) r.summary = nlohmann::json::parse(line)["profile"];
+  }
+  INFO(out);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(!r.rows.empty());
+  REQUIRE(r.summary.is_object());
+  return r;
+}
+
+// The step's FLOP as ../shared/BENCH.md counts them, for the tiny drafter of dflash-bench
+// (hidden 64, intermediate 128, 2 layers, 4/2 heads of 16, vocab 512, 5 target layers, block 16).
+double bench_formula(double S, double N, double pairs) {
+  const double H = 64, I = 128, L = 2, nh = 4, nkv = 2, hd = 16, V = 512, F = 5, bs = 16, T = N * bs;
+  const double q = nh * hd, kv = nkv * hd;
+  const double fc = 2 * (2 * S * F * H * H);                                  // forward + weight gradient
+  const double layers = 3 * L * 2 * (T * H * q + 2 * (S + T) * H * kv + T * q * H + 3 * T * H * I);
+  const double attention = 3.5 * L * 4 * pairs * hd * nh;                     // forward x 3.5
+  const double head = 2 * (2 * T * H * V);                                    // forward + input gradient
+  return fc + layers + attention + head;
+}
+
+}  // namespace
+
+TEST_SUITE("profile") {
+  TEST_CASE("dflash-bench profile on the CPU: GEMM rows are 2MNK each, the step adds up to BENCH.md's formula") {
+    for (bool checkpointing : {false, true}) {
+      INFO("checkpointing " << checkpointing);
+      Run r = run_profile(std::string("--model=tiny --bucket=128:4 --replays=2") +
+                          (checkpointing ? "" : " --no-checkpointing"));
+      double counted = 0, total_ms = 0;
+      bool recomputed_gemm = false, recomputed_attention = false;
+      for (const nlohmann::json& row : r.rows) {
+        const std::string shape = row["shape"], phase = row["phase"], op = row["op"];
+        const double flop = row["flop"], calls = row["calls"];
+        total_ms += double(row["ms"]);
+        CHECK(double(row["ms"]) >= 0.0);
+        if (shape.rfind("gemm ", 0) == 0) {
+          long long M = 0, N = 0, K = 0;
+          REQUIRE(std::sscanf(shape.c_str(), "gemm M=%lld N=%lld K=%lld", &M, &N, &K) == 3);
+          CHECK(flop == doctest::Approx(calls * 2.0 * double(M) * double(N) * double(K)).epsilon(1e-12));
+        }
+        if (op == "dflash_attention") {
+          const double per_pair = shape == "attention forward" ? 4.0 : 10.0;
+          CHECK(flop == doctest::Approx(calls * per_pair * 16 * 4 * double(r.summary["visible_pairs"])).epsilon(1e-12));
+        }
+        if (phase == "recompute") {
+          recomputed_gemm = recomputed_gemm || shape.rfind("gemm ", 0) == 0;
+          recomputed_attention = recomputed_attention || op == "dflash_attention";
+        } else {
+          counted += flop;
+        }
+      }
+      const double pairs = r.summary["visible_pairs"];
+      // Each of the 4 blocks' 16 queries sees between its own block and the whole context.
+      CHECK(pairs >= 4 * 16 * 16);
+      CHECK(pairs <= 4 * 16 * (128 + 16));
+      CHECK(counted == doctest::Approx(bench_formula(128, 4, pairs)).epsilon(1e-9));
+      CHECK(counted == doctest::Approx(double(r.summary["bench_flop"])).epsilon(1e-9));
+      CHECK(recomputed_gemm == checkpointing);
+      CHECK_FALSE(recomputed_attention);  // checkpointed layers keep the attention's output
+      CHECK(total_ms > 0.0);
+    }
+  }
+
+  TEST_CASE("dflash-bench profile refuses an unknown model with the choices") {
+    const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
+    FILE* p = popen((bench + " profile --model=gpt2 2>&1").c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    char buf[1024];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    CHECK(pclose(p) != 0);
+    CHECK(out.find("--model=gpt2") != std::string::npos);
+    CHECK(out.find("small or qwen3-8b") != std::string::npos);
+  }
+}
