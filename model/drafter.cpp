@@ -74,10 +74,10 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   Tensor x = ops::rmsnorm(h, p.get(P(l, "input_layernorm.weight")), eps);                        // (B, T, H)
   Tensor q = ops::linear(x, p.get(P(l, "self_attn.q_proj.weight"))).reshape({B, T, nh, hd});
   q = ops::rope(ops::rmsnorm(q, p.get(P(l, "self_attn.q_norm.weight")), eps), q_pos, inv_freq_);  // (B, T, nh, hd)
-  Tensor kv_in = ops::concat(context, x, 1);                                                    // (B, S+T, H)
-  Tensor k = ops::linear(kv_in, p.get(P(l, "self_attn.k_proj.weight"))).reshape({B, S + T, nkv, hd});
+  // K and V over the context then the block, (B, S+T, ...), without materialising concat(context, x).
+  Tensor k = ops::linear_concat_rows(context, x, p.get(P(l, "self_attn.k_proj.weight"))).reshape({B, S + T, nkv, hd});
   k = ops::rope(ops::rmsnorm(k, p.get(P(l, "self_attn.k_norm.weight")), eps), k_pos, inv_freq_);  // (B, S+T, nkv, hd)
-  Tensor v = ops::linear(kv_in, p.get(P(l, "self_attn.v_proj.weight"))).reshape({B, S + T, nkv, hd});
+  Tensor v = ops::linear_concat_rows(context, x, p.get(P(l, "self_attn.v_proj.weight"))).reshape({B, S + T, nkv, hd});
   // Checkpointed: the attention's output and lse (small) are kept from the first run, so the
   // recomputation skips the attention forward (the costliest part at long contexts).
   const float scale = float(1.0 / std::sqrt(double(hd)));

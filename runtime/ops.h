@@ -26,6 +26,9 @@ Tensor weighted_accuracy(const Tensor& argmax, const Tensor& labels, const Tenso
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [..., in] times weight [out, in]^T -> [..., out] (weights stored like torch Linear).
 Tensor linear(const Tensor& x, const Tensor& weight);
+// linear(concat(a, b, 1), weight) without building the concatenation: a [B, Sa, in] and
+// b [B, Sb, in] -> [B, Sa + Sb, out], each batch row's a rows first. Same values and gradients.
+Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight);
 Tensor add(const Tensor& a, const Tensor& b);  // same shape
 Tensor mul(const Tensor& a, const Tensor& b);  // same shape
 Tensor scale(const Tensor& a, float s);

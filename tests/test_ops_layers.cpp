@@ -387,3 +387,21 @@ TEST_SUITE("ops") {
                          doctest::Contains("only f32 concatenation is differentiable"), Error);
   }
 }
+
+TEST_SUITE("ops") {
+  TEST_CASE("linear_concat_rows equals linear(concat(a, b, 1)) forward and backward, batch 1 and 3") {
+    CpuRuntime rt;
+    for (int64_t B : {1, 3}) {
+      INFO("batch " << B);
+      const int64_t Sa = 5, Sb = 3, in = 4, out = 6;
+      Tensor a = param({B, Sa, in}, 11), b = param({B, Sb, in}, 12), w = param({out, in}, 13);
+      Tensor y = ops::linear_concat_rows(a, b, w);
+      CHECK(y.shape() == Shape{B, Sa + Sb, out});
+      Tensor a2 = param({B, Sa, in}, 11), b2 = param({B, Sb, in}, 12), w2 = param({out, in}, 13);
+      Tensor ref = ops::linear(ops::concat(a2, b2, 1), w2);
+      CHECK(rel_err(y.to_floats(), ref.to_floats()) < 1e-6);
+      check_gradients([&] { return ops::sum(ops::mul(ops::linear_concat_rows(a, b, w), ops::linear_concat_rows(a, b, w))); },
+                      {a, b, w});
+    }
+  }
+}

@@ -10,26 +10,33 @@ using namespace detail;
 
 namespace {
 
-// C[M,N] (+)= op(A) op(B) on the context's device. A, B, C are row-major with the given storage
-// shapes; dtypes: f32 on the CPU; on CUDA A/B f32 or bf16 (same), C f32 or bf16.
-void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tensor& B, bool tb, const Tensor& C,
-          float beta) {
-  int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+// C[M,N] (+)= op(A) op(B) on the context's device, each operand starting `*_at` elements into its
+// tensor, with leading dims lda, ldb, ldc. Dtypes: f32 on the CPU; on CUDA A/B f32 or bf16
+// (same), C f32 or bf16.
+void gemm_at(int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t a_at, int64_t lda, bool ta, const Tensor& B,
+             int64_t b_at, int64_t ldb, bool tb, const Tensor& C, int64_t c_at, int64_t ldc, float beta) {
   note_gemm_cost(M, N, K, ta, tb, C.dtype() == DType::bf16);
   if (on_cpu()) {
-    const float* a = f32(A);
-    const float* b = f32(B);
-    float* c = f32(C);
+    const float* a = f32(A) + a_at;
+    const float* b = f32(B) + b_at;
+    float* c = f32(C) + c_at;
     ctx().launch([=] { kernels::cpu::gemm_f32(M, N, K, a, lda, ta, b, ldb, tb, c, ldc, 1.0f, beta); });
     return;
   }
 #ifdef DFLASH_CUDA
   if (void* s = ctx().cuda_stream_for_launch()) {
-    kernels::cuda::GemmArgs g{M, N, K, A.raw(), lda, ta, B.raw(), ldb, tb, C.raw(), ldc, 1.0f, beta,
+    auto at = [](const Tensor& t, int64_t elems) { return static_cast<char*>(t.raw()) + elems * dtype_size(t.dtype()); };
+    kernels::cuda::GemmArgs g{M, N, K, at(A, a_at), lda, ta, at(B, b_at), ldb, tb, at(C, c_at), ldc, 1.0f, beta,
                               A.dtype() == DType::bf16, C.dtype() == DType::bf16};
     kernels::cuda::gemm(g, ctx().cublas(), s);
   }
 #endif
+}
+
+// Whole row-major operands: C[M,N] (+)= op(A) op(B).
+void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tensor& B, bool tb, const Tensor& C,
+          float beta) {
+  gemm_at(M, N, K, A, 0, ta ? M : K, ta, B, 0, tb ? K : N, tb, C, 0, N, beta);
 }
 
 // out = op(a) op(b) with a and b viewed as 2-D; the shared forward and backward of matmul/linear.
@@ -93,6 +100,46 @@ Tensor linear(const Tensor& x, const Tensor& weight) {
   Shape out_shape = x.shape();
   out_shape.d[out_shape.ndim - 1] = out;
   return matmul_2d("linear", x, weight, false, true, rows, in, out, out_shape);
+}
+
+Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight) {
+  OpScope op("linear");
+  check_same_device("linear_concat_rows", {&a, &b, &weight});
+  check_ndim("linear_concat_rows", a, 3, "a");
+  check_ndim("linear_concat_rows", b, 3, "b");
+  check_ndim("linear_concat_rows", weight, 2, "weight");
+  check_float("linear_concat_rows", a, "a");
+  DF_CHECK(a.dtype() == b.dtype() && a.dtype() == weight.dtype(),
+           "linear_concat_rows: a " << a.describe() << ", b " << b.describe() << " and weight " << weight.describe()
+                                    << " must share one dtype");
+  DF_CHECK(a.dim(0) == b.dim(0) && a.dim(2) == weight.dim(1) && b.dim(2) == weight.dim(1),
+           "linear_concat_rows: a " << a.describe() << " and b " << b.describe()
+                                    << " must agree on the batch and have weight " << weight.describe()
+                                    << "'s input width " << weight.dim(1));
+  const int64_t B = a.dim(0), Sa = a.dim(1), Sb = b.dim(1), in = weight.dim(1), out = weight.dim(0);
+  Tensor y = Tensor::empty({B, Sa + Sb, out}, a.dtype());  // (B, Sa + Sb, out)
+  for (int64_t r = 0; r < B; ++r) {
+    gemm_at(Sa, out, in, a, r * Sa * in, in, false, weight, 0, in, true, y, r * (Sa + Sb) * out, out, 0.0f);
+    gemm_at(Sb, out, in, b, r * Sb * in, in, false, weight, 0, in, true, y, (r * (Sa + Sb) + Sa) * out, out, 0.0f);
+  }
+  if (needs_grad({&a, &b, &weight})) {
+    record_node("linear", {&y}, [a, b, weight, B, Sa, Sb, in, out](NodeGrads& g) {
+      Tensor dy = g.out(0);
+      if (!dy.defined()) return;
+      Tensor da = g.in(a), db = g.in(b), dw = g.in(weight);
+      for (int64_t r = 0; r < B; ++r) {
+        const int64_t ya = r * (Sa + Sb) * out, yb = (r * (Sa + Sb) + Sa) * out;
+        // dA = dY_a W, dB = dY_b W, dW += dY_a^T A + dY_b^T B (the order linear's dW would sum in).
+        if (da.defined()) gemm_at(Sa, in, out, dy, ya, out, false, weight, 0, in, false, da, r * Sa * in, in, 1.0f);
+        if (db.defined()) gemm_at(Sb, in, out, dy, yb, out, false, weight, 0, in, false, db, r * Sb * in, in, 1.0f);
+        if (dw.defined()) {
+          gemm_at(out, in, Sa, dy, ya, out, true, a, r * Sa * in, in, false, dw, 0, in, 1.0f);
+          gemm_at(out, in, Sb, dy, yb, out, true, b, r * Sb * in, in, false, dw, 0, in, 1.0f);
+        }
+      }
+    });
+  }
+  return y;
 }
 
 }  // namespace dflash::ops
