@@ -12,6 +12,7 @@
 
 #include "graphs/engine.h"
 #include "graphs/startup_report.h"
+#include "apps/bench.h"
 #include "graphs/update.h"
 #include "runtime/profile.h"
 #include "train/bucket_step.h"
@@ -66,6 +67,8 @@ DrafterSpec bench_spec(const std::string& model) {
   return s;
 }
 
+}  // namespace
+
 // Fills a tensor with N(0, std^2) values, tiling one random block (fast for 10^9 elements; never
 // zeros, which would time unrealistically).
 void fill_random(const Tensor& t, uint64_t seed, float std) {
@@ -87,6 +90,8 @@ void fill_random(const Tensor& t, uint64_t seed, float std) {
     t.rows(r, e).copy_from_host(t.dtype() == DType::bf16 ? static_cast<const void*>(b.data()) : f.data(), bytes);
   }
 }
+
+namespace {
 
 // FLOPs of one step as ../shared/BENCH.md counts them.
 double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32_t>& anchors) {
@@ -133,14 +138,24 @@ struct DrafterBench {
   std::unique_ptr<Engine> engine;
   double load_s = 0, startup_ms = 0;
 
-  DrafterBench(const std::string& model, const std::vector<Bucket>& buckets, bool cuda)
+  std::unique_ptr<Target> target;  // online mode: the frozen target runs in the step
+
+  DrafterBench(const std::string& model, const std::vector<Bucket>& buckets, bool cuda, bool online = false)
       : spec(bench_spec(model)), dev(cuda ? Device::cuda(0) : Device::cpu()), ctx(dev), scope(ctx) {
     DType compute = dev.is_cuda() ? DType::bf16 : DType::f32;
     auto t_load = Clock::now();
-    embed = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "embed");
-    head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "lm_head");
-    fill_random(embed, 1, 1.0f);
-    fill_random(head, 2, 0.02f);
+    if (online) {
+      int64_t longest = 0;
+      for (const Bucket& b : buckets) longest = std::max(longest, b.seq);
+      target = make_bench_target(bench_target_spec(spec), spec.target_layer_ids, longest);
+      embed = target->embed_tokens();
+      head = target->lm_head();
+    } else {
+      embed = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "embed");
+      head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, compute, "lm_head");
+      fill_random(embed, 1, 1.0f);
+      fill_random(head, 2, 0.02f);
+    }
     drafter = std::make_unique<Drafter>(spec, embed, head);
     fill_random(drafter->params().flat_master(), 3, 0.02f);
     drafter->params().sync_compute_copy();
@@ -150,8 +165,9 @@ struct DrafterBench {
     optimizer = std::make_unique<AdamWOptimizer>(drafter->params(), opt);
     update = std::make_unique<UpdateStep>(*optimizer, drafter->params(), nullptr, 0, 1);
     for (const Bucket& b : buckets) {
-      steps.push_back(std::make_unique<BucketStep>(*drafter, nullptr, b, 1024, true));
-      fill_random(steps.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
+      steps.push_back(std::make_unique<BucketStep>(*drafter, target.get(), b, 1024, true));
+      if (!target)
+        fill_random(steps.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
     }
     load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
   }
@@ -161,6 +177,8 @@ struct DrafterBench {
     engine = std::make_unique<Engine>(ctx);
     for (auto& s : steps) {
       BucketStep* step = s.get();
+      if (target)
+        engine->add(target_name(step->bucket()), step->bucket(), [step](bool) { step->target_body(); }, false);
       engine->add(train_name(step->bucket()), step->bucket(), [step](bool c) { step->train_body(c); }, checkpointing);
     }
     UpdateStep* u = update.get();
@@ -170,6 +188,7 @@ struct DrafterBench {
   }
 
   static std::string train_name(const Bucket& b) { return "train/" + std::to_string(b.seq); }
+  static std::string target_name(const Bucket& b) { return "target/" + std::to_string(b.seq); }
 
   // Three input sets per bucket (rotated while timing), all anchors kept.
   void make_batches(const Bucket& b, HostBatch host[3], std::vector<int32_t> anchors[3]) const {
@@ -196,8 +215,8 @@ struct DrafterBench {
 }  // namespace
 
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing) {
-  DrafterBench bench(model, buckets, cuda);
+                       bool checkpointing, bool online) {
+  DrafterBench bench(model, buckets, cuda, online);
   bench.build(checkpointing);
   const DrafterSpec& spec = bench.spec;
   Context& ctx = bench.ctx;
@@ -212,12 +231,14 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     std::vector<int32_t> anchors[3];
     bench.make_batches(b, host, anchors);
     const Program& train = bench.engine->program(DrafterBench::train_name(b));
+    const Program* tgt = online ? &bench.engine->program(DrafterBench::target_name(b)) : nullptr;
     const Program& upd = bench.engine->program("update");
     std::vector<double> ms;
     for (int i = 0; i < steps + 3; ++i) {
       s->stage(host[i % 3]);
       ctx.synchronize();
       auto a = Clock::now();
+      if (tgt) tgt->replay();
       train.replay();
       upd.replay();
       ctx.synchronize();
@@ -227,14 +248,19 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     double med = ms[ms.size() / 2];
     double flops = 0;
     for (int k = 0; k < 3; ++k) flops += step_flops(spec, b, anchors[k]) / 3;
+    if (online) {
+      int64_t deepest = 0;
+      for (int64_t id : spec.target_layer_ids) deepest = std::max(deepest, id);
+      flops += target_forward_flops(bench.target->spec(), b.batch, b.seq, deepest + 1);
+    }
     StepResult r = s->result();
     std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f)\n", (long long)b.seq, (long long)b.anchors, med,
                 flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30), r.loss);
-    std::printf("{\"bench\":\"step\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
+    std::printf("{\"bench\":\"%s\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
                 "\"checkpointing\":%s,\"step_ms\":%.3f,\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,"
                 "\"persistent_bytes\":%zu,\"peak_gib\":%.3f}\n",
-                model.c_str(), bench.dev.str().c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
-                checkpointing ? "true" : "false", med, flops / 1e12 / (med / 1e3), bench.startup_ms,
+                online ? "step-online" : "step", model.c_str(), bench.dev.str().c_str(), (long long)b.seq,
+                (long long)b.anchors, (long long)b.batch, checkpointing ? "true" : "false", med, flops / 1e12 / (med / 1e3), bench.startup_ms,
                 bench.engine->arena_bytes(), ctx.persistent_bytes(), double(peak) / double(1ull << 30));
   }
   return 0;

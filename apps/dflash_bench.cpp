@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench.h"
 #include "graphs/worker.h"
 #include "runtime/comm.h"
 #include "train/toy_worker.h"
@@ -19,12 +20,6 @@
 
 using namespace dflash;
 
-namespace dflash {
-int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing);
-int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
-                          bool checkpointing);
-}
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -128,7 +123,8 @@ int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
     int steps = 20, replays = 5;
-    bool cuda = false, checkpointing = true;
+    bool cuda = false, checkpointing = true, online = false;
+    std::vector<int64_t> seqs;
     std::string model = "small";
     std::vector<Bucket> buckets;
     for (int i = 2; i < argc; ++i) {
@@ -137,6 +133,8 @@ int main(int argc, char** argv) {
       else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
       else if (a == "--no-checkpointing") checkpointing = false;
+      else if (a == "--online") online = true;
+      else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
       else if (a.rfind("--model=", 0) == 0) model = a.substr(8);
       else if (a.rfind("--bucket=", 0) == 0) {
         std::string v = a.substr(9);
@@ -156,7 +154,11 @@ int main(int argc, char** argv) {
     if (cmd == "toy") return cmd_toy(steps, cuda);
     if (cmd == "step") {
       if (buckets.empty()) buckets = {{512, 64, 1}, {1024, 128, 1}, {2048, 256, 1}};
-      return bench_drafter_step(model, buckets, steps, cuda, checkpointing);
+      return bench_drafter_step(model, buckets, steps, cuda, checkpointing, online);
+    }
+    if (cmd == "target") {
+      if (seqs.empty()) seqs = {1024, 4096, 16384};
+      return bench_target(model == "small" ? "qwen3-8b" : model, seqs, steps, cuda);
     }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
@@ -166,7 +168,9 @@ int main(int argc, char** argv) {
                  "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
                  "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n"
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
-                 "                         [--no-checkpointing]   the DFlash drafter step of ../shared/BENCH.md\n"
+                 "                         [--no-checkpointing] [--online]   the DFlash drafter step of ../shared/BENCH.md\n"
+                 "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
+                 "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
                  "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n");
     return 2;

@@ -125,43 +125,55 @@ std::string layer_key(int64_t l, const char* what) { return "model.layers." + st
 
 Target::Target(const fs::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len)
     : spec_(read_target_spec(dir)), layer_ids_(std::move(layer_ids)), max_seq_len_(max_seq_len) {
+  const WeightFiles w(dir);
+  w.refuse_biases();
+  build("target '" + dir.string() + "'",
+        [&w](const std::string& key, DType dt, const Shape& shape) { return w.load(key, dt, shape); });
+}
+
+Target::Target(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len, const WeightInit& init)
+    : spec_(spec), layer_ids_(std::move(layer_ids)), max_seq_len_(max_seq_len) {
+  build("random target", [&init](const std::string& key, DType dt, const Shape& shape) {
+    Tensor t = Tensor::persistent(shape, dt, key);
+    init(key, t);
+    return t;
+  });
+}
+
+void Target::build(const std::string& what, const Loader& load) {
   const TargetSpec& s = spec_;
   const int64_t L = s.num_hidden_layers, H = s.hidden_size, I = s.intermediate_size, V = s.vocab_size;
   const int64_t hd = s.head_dim, q_out = s.num_attention_heads * hd, kv_out = s.num_key_value_heads * hd;
   for (int64_t id : layer_ids_)
-    DF_CHECK(id >= 0 && id < L, "target '" << dir.string() << "': layer id " << id << " is outside [0, " << L - 1
-                                           << "] (the target has " << L << " decoder layers); fix: target.layer_ids "
-                                           << "are 0-based decoder layer indices");
-  DF_CHECK(max_seq_len >= 1, "target '" << dir.string() << "': max_seq_len is " << max_seq_len
-                                        << "; it must be >= 1 (the longest bucket's sequence length)");
-
-  const WeightFiles w(dir);
-  w.refuse_biases();
+    DF_CHECK(id >= 0 && id < L, what << ": layer id " << id << " is outside [0, " << L - 1 << "] (the target has " << L
+                                     << " decoder layers); fix: target.layer_ids are 0-based decoder layer indices");
+  DF_CHECK(max_seq_len_ >= 1, what << ": max_seq_len is " << max_seq_len_
+                                   << "; it must be >= 1 (the longest bucket's sequence length)");
   const DType dt = Context::current().device().is_cuda() ? DType::bf16 : DType::f32;
-  embed_ = w.load("model.embed_tokens.weight", dt, {V, H});
+  embed_ = load("model.embed_tokens.weight", dt, {V, H});
   layers_.resize(size_t(L));
   for (int64_t l = 0; l < L; ++l) {
     Layer& p = layers_[size_t(l)];
-    p.input_norm = w.load(layer_key(l, "input_layernorm.weight"), dt, {H});
-    p.post_norm = w.load(layer_key(l, "post_attention_layernorm.weight"), dt, {H});
-    p.q = w.load(layer_key(l, "self_attn.q_proj.weight"), dt, {q_out, H});
-    p.k = w.load(layer_key(l, "self_attn.k_proj.weight"), dt, {kv_out, H});
-    p.v = w.load(layer_key(l, "self_attn.v_proj.weight"), dt, {kv_out, H});
-    p.o = w.load(layer_key(l, "self_attn.o_proj.weight"), dt, {H, q_out});
+    p.input_norm = load(layer_key(l, "input_layernorm.weight"), dt, {H});
+    p.post_norm = load(layer_key(l, "post_attention_layernorm.weight"), dt, {H});
+    p.q = load(layer_key(l, "self_attn.q_proj.weight"), dt, {q_out, H});
+    p.k = load(layer_key(l, "self_attn.k_proj.weight"), dt, {kv_out, H});
+    p.v = load(layer_key(l, "self_attn.v_proj.weight"), dt, {kv_out, H});
+    p.o = load(layer_key(l, "self_attn.o_proj.weight"), dt, {H, q_out});
     if (s.has_qk_norm()) {
-      p.q_norm = w.load(layer_key(l, "self_attn.q_norm.weight"), dt, {hd});
-      p.k_norm = w.load(layer_key(l, "self_attn.k_norm.weight"), dt, {hd});
+      p.q_norm = load(layer_key(l, "self_attn.q_norm.weight"), dt, {hd});
+      p.k_norm = load(layer_key(l, "self_attn.k_norm.weight"), dt, {hd});
     }
-    p.gate = w.load(layer_key(l, "mlp.gate_proj.weight"), dt, {I, H});
-    p.up = w.load(layer_key(l, "mlp.up_proj.weight"), dt, {I, H});
-    p.down = w.load(layer_key(l, "mlp.down_proj.weight"), dt, {H, I});
+    p.gate = load(layer_key(l, "mlp.gate_proj.weight"), dt, {I, H});
+    p.up = load(layer_key(l, "mlp.up_proj.weight"), dt, {I, H});
+    p.down = load(layer_key(l, "mlp.down_proj.weight"), dt, {H, I});
   }
-  final_norm_ = w.load("model.norm.weight", dt, {H});
-  lm_head_ = s.tie_word_embeddings ? embed_ : w.load("lm_head.weight", dt, {V, H});
+  final_norm_ = load("model.norm.weight", dt, {H});
+  lm_head_ = s.tie_word_embeddings ? embed_ : load("lm_head.weight", dt, {V, H});
 
-  std::vector<int32_t> iota(static_cast<size_t>(max_seq_len));
+  std::vector<int32_t> iota(static_cast<size_t>(max_seq_len_));
   std::iota(iota.begin(), iota.end(), 0);
-  positions_ = Tensor::from_ints({max_seq_len}, iota, "target.positions");
+  positions_ = Tensor::from_ints({max_seq_len_}, iota, "target.positions");
   inv_freq_ = Tensor::from_floats({hd / 2}, rope_inv_freq(s), "target.inv_freq");
 }
 
@@ -225,13 +237,17 @@ Tensor Target::features(const Tensor& ids) const {
   return f;
 }
 
-std::vector<Tensor> Target::layer_outputs(const Tensor& ids) const {
+std::vector<Tensor> Target::layer_outputs(const Tensor& ids, int64_t layers) const {
   check_ids("layer_outputs", ids);
+  const int64_t L = spec_.num_hidden_layers;
+  if (layers < 0) layers = L;
+  DF_CHECK(layers >= 1 && layers <= L,
+           "Target::layer_outputs: layers = " << layers << " but the target has " << L << " decoder layers");
   NoGrad no_grad;
   const Tensor pos = positions(ids.dim(0), ids.dim(1));
   std::vector<Tensor> out;
   Tensor h = ops::embedding(embed_, ids);
-  for (const Layer& p : layers_) out.push_back(h = decoder_layer(p, h, pos));
+  for (int64_t l = 0; l < layers; ++l) out.push_back(h = decoder_layer(layers_[size_t(l)], h, pos));
   return out;
 }
 

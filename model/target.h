@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "model/hf_config.h"
@@ -21,6 +23,10 @@ class Target {
   // the decoder layers features() concatenates (0-based, repeats allowed); max_seq_len bounds
   // the S of every forward (the positions tensor is made here, so a forward can be recorded).
   Target(const std::filesystem::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len);
+  // A target of the given dims whose persistent weights (HF names) are filled by init(name,
+  // tensor): benchmarks at real dims without writing gigabytes of checkpoint first.
+  using WeightInit = std::function<void(const std::string& name, const Tensor& weight)>;
+  Target(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len, const WeightInit& init);
 
   const TargetSpec& spec() const { return spec_; }
   const std::vector<int64_t>& layer_ids() const { return layer_ids_; }
@@ -32,8 +38,9 @@ class Target {
   // ids i32 [B, S] (S <= max_seq_len) -> [B, S, F*H]: the outputs of decoder layers layer_ids,
   // concatenated in that order along the last dim. Runs layers 0..max(layer_ids) only.
   Tensor features(const Tensor& ids) const;
-  // All L decoder layer outputs [B, S, H] (HF hidden_states[1..L], the last before the final norm).
-  std::vector<Tensor> layer_outputs(const Tensor& ids) const;
+  // All L decoder layer outputs [B, S, H] (HF hidden_states[1..L], the last before the final norm);
+  // with layers in [1, L], only the first `layers` of them (the rest are not computed).
+  std::vector<Tensor> layer_outputs(const Tensor& ids, int64_t layers = -1) const;
   // [B, S, V]: all layers, the final norm and lm_head.
   Tensor logits(const Tensor& ids) const;
 
@@ -44,6 +51,8 @@ class Target {
     Tensor q_norm, k_norm;         // [hd], Qwen3 only
     Tensor gate, up, down;         // [I, H] x2, [H, I]
   };
+  using Loader = std::function<Tensor(const std::string& key, DType dtype, const Shape& shape)>;
+  void build(const std::string& what, const Loader& load);  // every weight, then positions and rope
   void check_ids(const char* what, const Tensor& ids) const;
   Tensor positions(int64_t B, int64_t S) const;  // i32 [B, S], row b = 0..S-1
   Tensor decoder_layer(const Layer& p, const Tensor& h, const Tensor& pos) const;

@@ -1,0 +1,36 @@
+// Shared pieces of dflash-bench's commands: random fills, ../shared/BENCH.md's shapes and FLOP
+// counts, and the random target at real dims that the target and online benchmarks use.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graphs/buckets.h"
+#include "model/drafter_spec.h"
+#include "model/target.h"
+
+namespace dflash {
+
+// N(0, std^2) values, one random block tiled over the tensor (fast for 10^9 elements; never zeros).
+void fill_random(const Tensor& t, uint64_t seed, float std);
+
+// The target the drafter's dims imply (Qwen3: hidden and vocab from the drafter; Qwen3-8B's
+// intermediate, 36 layers, 32/8 heads of 128 when the hidden size is 4096).
+TargetSpec bench_target_spec(const DrafterSpec& drafter);
+
+// A frozen target of `spec` on the current context with random bf16/f32 weights (norms 1).
+std::unique_ptr<Target> make_bench_target(const TargetSpec& spec, const std::vector<int64_t>& layer_ids,
+                                          int64_t max_seq_len);
+
+// FLOP of a target forward over B x S tokens through `layers` decoder layers, as the anchor
+// counts them (2 x parameters x tokens) plus the causal attention (2 x 2 x S(S+1)/2 x hd x nh).
+double target_forward_flops(const TargetSpec& spec, int64_t B, int64_t S, int64_t layers);
+
+int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
+                       bool checkpointing, bool online);
+int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
+                          bool checkpointing);
+int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda);
+
+}  // namespace dflash
