@@ -68,8 +68,9 @@ void embedding_backward(const int32_t* ids, const void* dout, bool dout_bf16, vo
 // rmsnorm.cu: rows of D; x, w, y share a dtype; rstd [rows] f32 (null when no backward follows).
 void rmsnorm_forward(const void* x, const void* w, void* y, bool bf16, float* rstd, int64_t rows, int64_t D, float eps,
                      void* stream);
-// Rows of the f32 scratch [rmsnorm_dw_partials(rows), D] that the weight gradient needs.
-int64_t rmsnorm_dw_partials(int64_t rows);
+// Rows of the f32 scratch [rmsnorm_dw_partials(rows, D), D] that the weight gradient needs (one
+// partial sum per fixed range of rows; the ranges depend only on rows and D).
+int64_t rmsnorm_dw_partials(int64_t rows, int64_t D);
 // dx and dw may be null; dw_partials is that scratch when dw is given.
 void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* rstd, const void* dy, bool dy_bf16,
                       void* dx, bool dx_bf16, void* dw, bool dw_bf16, float* dw_partials, int64_t rows, int64_t D,
