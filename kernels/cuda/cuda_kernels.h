@@ -34,9 +34,11 @@ void normalize_weights(const float* w, int64_t n, float eps, float* out, void* s
 void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float* w, int64_t n, float eps, float* out,
                        void* stream);
 
-// optimizer.cu: one update over flat buffers (see runtime/optimizer.h): grads *= grad_scale;
-// norm (deterministic two-pass reduction through partials[1024]); clip; lr from step; AdamW on the
-// f32 master writing the bf16 compute copy; zero grads; step + 1; stats = {norm, lr}.
+// optimizer.cu: one update over flat buffers (see runtime/optimizer.h): norm of g * grad_scale
+// (deterministic two-pass reduction through partials[1024], which then hold the step's AdamW
+// coefficients); clip; lr from step; AdamW on the f32 master with g * grad_scale * clip (the
+// scaled gradient is never written back) writing the bf16 compute copy; zero grads; step + 1;
+// stats = {norm, lr}. Each step equals grads *= grad_scale followed by the unscaled update.
 struct OptimizerArgs {
   float *p, *g, *m, *v;
   void* compute_bf16;  // may be null
