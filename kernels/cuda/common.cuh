@@ -1,11 +1,14 @@
-// Shared device helpers: bf16/f32 loads and stores, 16-byte vectors, fixed-order warp and block
-// reductions, a vectorised elementwise map, launch checks.
+// Shared device helpers: bf16/f32 loads and stores, 16-byte vectors and 8-element packs, dtype
+// dispatch at launch, grids sized to the GPU, fixed-order warp and block reductions, a vectorised
+// elementwise map, launch checks.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -50,6 +53,112 @@ struct alignas(sizeof(T) * N) Vec {
 };
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// ---- 8-element packs: the unit of the vectorised memory-bound kernels ----
+// A pack is 8 consecutive elements starting at an element index that is a multiple of 8: one
+// 16-byte access for bf16, two for f32. Every pack of a pointer is 16-byte aligned exactly when
+// the pointer is, so a kernel takes the pack path when all its pointers are aligned16() and does
+// the elements past the last whole pack one by one. bf16 -> f32 is exact (the bits shifted up);
+// f32 -> bf16 rounds to nearest even (cvt.rn, as __float2bfloat16).
+constexpr int kPack = 8;
+
+// The raw bits of one pack, for holding loads in as few registers as the dtype needs (4 for bf16)
+// until they are used.
+template <class T>
+struct RawPack;
+template <>
+struct RawPack<float> {
+  float4 a, b;
+};
+template <>
+struct RawPack<bf16_t> {
+  uint4 u;
+};
+__device__ __forceinline__ RawPack<float> load_raw(const float* p) {
+  return {reinterpret_cast<const float4*>(p)[0], reinterpret_cast<const float4*>(p)[1]};
+}
+__device__ __forceinline__ RawPack<bf16_t> load_raw(const bf16_t* p) { return {*reinterpret_cast<const uint4*>(p)}; }
+__device__ __forceinline__ void unpack(const RawPack<float>& r, float (&v)[kPack]) {
+  v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w, v[4] = r.b.x, v[5] = r.b.y, v[6] = r.b.z, v[7] = r.b.w;
+}
+__device__ __forceinline__ void unpack(const RawPack<bf16_t>& r, float (&v)[kPack]) {
+  const uint32_t w[4] = {r.u.x, r.u.y, r.u.z, r.u.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[2 * k] = __uint_as_float(w[k] << 16);  // the lower address holds the even element
+    v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+template <class T>
+__device__ __forceinline__ void load_pack(const T* p, float (&v)[kPack]) {
+  unpack(load_raw(p), v);
+}
+__device__ __forceinline__ void store_pack(float* p, const float (&v)[kPack]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // each half rounded like __float2bfloat16
+  uint32_t w;
+  memcpy(&w, &h, sizeof(w));
+  return w;
+}
+__device__ __forceinline__ void store_pack(bf16_t* p, const float (&v)[kPack]) {
+  *reinterpret_cast<uint4*>(p) =
+      make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
+}
+
+// ---- dtype dispatch at launch ----
+// with_dtype(flag, f) calls f(Type<bf16_t>{}) when flag is set, f(Type<float>{}) otherwise, so a
+// launcher instantiates one kernel per combination of pointer dtypes (no per-element branches).
+template <class T>
+struct Type {
+  using type = T;
+};
+template <class F>
+void with_dtype(bool bf16, F&& f) {
+  if (bf16) f(Type<bf16_t>{});
+  else f(Type<float>{});
+}
+
+// ---- grids sized to the GPU ----
+// Streaming multiprocessors of the current device, queried once per device.
+inline int sm_count() {
+  static std::atomic<int> cached[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+      (void)cudaGetLastError();
+      n = 132;
+    }
+    cached[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// Blocks of `threads` for a grid-stride loop of Kernel over `items` work units: one full wave
+// (as many blocks as every SM holds at once, from the occupancy calculator, queried once per
+// kernel; each kernel is launched with one block size), or fewer when the work is smaller. Only
+// the speed depends on it: kernels whose results depend on the grid use fixed grids instead.
+template <auto Kernel>
+unsigned grid_for(int64_t items, int threads) {
+  static std::atomic<int> per_sm{0};
+  int b = per_sm.load(std::memory_order_relaxed);
+  if (b == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, 0) != cudaSuccess || b <= 0) {
+      (void)cudaGetLastError();
+      b = 1;
+    }
+    per_sm.store(b, std::memory_order_relaxed);
+  }
+  const int64_t wave = int64_t(b) * sm_count(), need = (items + threads - 1) / threads;
+  return unsigned(need < 1 ? 1 : need < wave ? need : wave);
+}
 
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;

@@ -1,6 +1,6 @@
 // Concatenation of two row-major blocks on the GPU: forward copies bytes (any dtype) in the
 // widest unit the sizes and addresses allow; backward splits a float gradient and accumulates
-// each part into its input (a dtype flag per pointer).
+// each part into its input (templated on each pointer's dtype, 8-element packs where aligned).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -27,18 +27,72 @@ void launch_forward(const void* a, const void* b, void* y, int64_t outer, size_t
       static_cast<const U*>(a), static_cast<const U*>(b), static_cast<U*>(y), outer, A, B);
 }
 
-// dy (outer, A + B), da (outer, A), db (outer, B); da or db may be null.
-__global__ void concat_backward_kernel(const void* dy, bool dy_bf16, void* da, bool da_bf16, void* db, bool db_bf16,
-                                       int64_t outer, int64_t A, int64_t B) {
-  const int64_t W = A + B, n = outer * W;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t o = e / W, k = e % W;
-    if (k < A) {
-      if (da) accumulate_at(da, da_bf16, o * A + k, load(dy, dy_bf16, e));
-    } else if (db) {
-      accumulate_at(db, db_bf16, o * B + (k - A), load(dy, dy_bf16, e));
+// dy (outer, A + B) -> da (outer, A) += dy[:, :A] (blockIdx.y == 0), db (outer, B) += dy[:, A:]
+// (blockIdx.y == 1); a null part does nothing. U elements per unit: 8 (packs; A and B multiples
+// of 8 and every pointer 16-byte aligned, so every row start is too) or 1. Each element is
+// dst + dy in f32, rounded once to dst's dtype, as before.
+template <class TS, class TA, class TB, int U>
+__global__ void __launch_bounds__(kThreads)
+    concat_backward_kernel(const TS* dy, TA* da, TB* db, int64_t outer, int64_t A, int64_t B) {
+  const bool second = blockIdx.y == 1;
+  const int64_t W = A + B, L = second ? B : A, off = second ? A : 0, units = L / U, total = outer * units;
+  if ((second ? static_cast<void*>(db) : static_cast<void*>(da)) == nullptr || total == 0) return;
+  const int64_t stride = int64_t(gridDim.x) * kThreads;
+  int64_t e = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  if (e >= total) return;
+  // (o, k): row and unit of e, stepped without a division per unit.
+  int64_t o = e / units, k = e - o * units;
+  const int64_t step_o = stride / units, step_k = stride - step_o * units;
+  for (; e < total; e += stride) {
+    const TS* src = dy + o * W + off + k * U;
+    const int64_t d = o * L + k * U;
+    if constexpr (U == kPack) {
+      float s[kPack], acc[kPack];
+      load_pack(src, s);
+      if (second) {
+        load_pack(db + d, acc);
+#pragma unroll
+        for (int j = 0; j < kPack; ++j) acc[j] = __fadd_rn(acc[j], s[j]);
+        store_pack(db + d, acc);
+      } else {
+        load_pack(da + d, acc);
+#pragma unroll
+        for (int j = 0; j < kPack; ++j) acc[j] = __fadd_rn(acc[j], s[j]);
+        store_pack(da + d, acc);
+      }
+    } else {
+      const float s = to_float(src[0]);
+      if (second) db[d] = from_float<TB>(__fadd_rn(to_float(db[d]), s));
+      else da[d] = from_float<TA>(__fadd_rn(to_float(da[d]), s));
+    }
+    k += step_k;
+    o += step_o;
+    if (k >= units) {
+      k -= units;
+      ++o;
     }
   }
+}
+
+template <int U>
+void launch_backward(const void* dy, bool dy_bf16, void* da, bool da_bf16, void* db, bool db_bf16, int64_t outer,
+                     int64_t A, int64_t B, cudaStream_t s) {
+  if (!da) da_bf16 = db_bf16;  // a null part takes the other's dtype: no extra instantiation
+  if (!db) db_bf16 = da_bf16;
+  const int64_t longest = outer * ((da ? A : 0) > (db ? B : 0) ? A : B) / U;
+  with_dtype(dy_bf16, [&](auto ts) {
+    with_dtype(da_bf16, [&](auto ta) {
+      with_dtype(db_bf16, [&](auto tb) {
+        using TS = typename decltype(ts)::type;
+        using TA = typename decltype(ta)::type;
+        using TB = typename decltype(tb)::type;
+        constexpr auto kernel = concat_backward_kernel<TS, TA, TB, U>;
+        const dim3 grid(grid_for<kernel>(longest, kThreads), 2);
+        kernel<<<grid, kThreads, 0, s>>>(static_cast<const TS*>(dy), static_cast<TA*>(da), static_cast<TB*>(db),
+                                         outer, A, B);
+      });
+    });
+  });
 }
 }  // namespace
 
@@ -62,8 +116,10 @@ void concat_backward(const void* dy, bool dy_bf16, void* da, bool da_bf16, void*
                      int64_t a_inner, int64_t b_inner, void* stream) {
   const int64_t n = outer * (a_inner + b_inner);
   if (n == 0 || (!da && !db)) return;
-  concat_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(dy, dy_bf16, da, da_bf16, db,
-                                                                                    db_bf16, outer, a_inner, b_inner);
+  const bool packs = a_inner % kPack == 0 && b_inner % kPack == 0 && aligned16(dy) && (!da || aligned16(da)) &&
+                     (!db || aligned16(db));
+  if (packs) launch_backward<kPack>(dy, dy_bf16, da, da_bf16, db, db_bf16, outer, a_inner, b_inner, as_stream(stream));
+  else launch_backward<1>(dy, dy_bf16, da, da_bf16, db, db_bf16, outer, a_inner, b_inner, as_stream(stream));
   check_launch("concat_backward");
 }
 

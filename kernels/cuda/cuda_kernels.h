@@ -34,9 +34,11 @@ void normalize_weights(const float* w, int64_t n, float eps, float* out, void* s
 void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float* w, int64_t n, float eps, float* out,
                        void* stream);
 
-// optimizer.cu: one update over flat buffers (see runtime/optimizer.h): grads *= grad_scale;
-// norm (deterministic two-pass reduction through partials[1024]); clip; lr from step; AdamW on the
-// f32 master writing the bf16 compute copy; zero grads; step + 1; stats = {norm, lr}.
+// optimizer.cu: one update over flat buffers (see runtime/optimizer.h): norm of g * grad_scale
+// (deterministic two-pass reduction through partials[1024], which then hold the step's AdamW
+// coefficients); clip; lr from step; AdamW on the f32 master with g * grad_scale * clip (the
+// scaled gradient is never written back) writing the bf16 compute copy; zero grads; step + 1;
+// stats = {norm, lr}. Each step equals grads *= grad_scale followed by the unscaled update.
 struct OptimizerArgs {
   float *p, *g, *m, *v;
   void* compute_bf16;  // may be null
@@ -68,8 +70,9 @@ void embedding_backward(const int32_t* ids, const void* dout, bool dout_bf16, vo
 // rmsnorm.cu: rows of D; x, w, y share a dtype; rstd [rows] f32 (null when no backward follows).
 void rmsnorm_forward(const void* x, const void* w, void* y, bool bf16, float* rstd, int64_t rows, int64_t D, float eps,
                      void* stream);
-// Rows of the f32 scratch [rmsnorm_dw_partials(rows), D] that the weight gradient needs.
-int64_t rmsnorm_dw_partials(int64_t rows);
+// Rows of the f32 scratch [rmsnorm_dw_partials(rows, D), D] that the weight gradient needs (one
+// partial sum per fixed range of rows; the ranges depend only on rows and D).
+int64_t rmsnorm_dw_partials(int64_t rows, int64_t D);
 // dx and dw may be null; dw_partials is that scratch when dw is given.
 void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* rstd, const void* dy, bool dy_bf16,
                       void* dx, bool dx_bf16, void* dw, bool dw_bf16, float* dw_partials, int64_t rows, int64_t D,

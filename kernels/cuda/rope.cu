@@ -1,6 +1,7 @@
 // Rotary position embedding on the GPU, rotate-half convention (HF Llama/Qwen), forward and
 // backward. The angle is the f32 product float(pos) * inv_freq[i] and cos/sin are taken in f32
-// (accurate sincosf, no fast math), as on the CPU.
+// (accurate sincosf, no fast math), as on the CPU. Templated on each pointer's dtype; 8-element
+// packs (16-byte accesses) when hd % 16 == 0 and both tensors are 16-byte aligned.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -9,50 +10,112 @@ namespace dflash::kernels::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// One thread per (row, i < hd/2) pair; the angle is shared by all heads of the row.
-// x, y (rows, heads, hd): y[i] = x[i] c - x[i+half] s, y[i+half] = x[i+half] c + x[i] s.
-// inverse = true applies R(-angle) and accumulates: dx[i] += dy[i] c + dy[i+half] s,
-// dx[i+half] += dy[i+half] c - dy[i] s.
-template <bool kInverse>
-__global__ void rope_kernel(const void* x, bool x_bf16, const int32_t* positions, const float* inv_freq, void* y,
-                            bool y_bf16, int64_t rows, int64_t heads, int64_t hd) {
-  const int64_t half = hd / 2, pairs = rows * half;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < pairs; t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = t / half, i = t % half;
-    float sn, cs;
-    sincosf(float(positions[r]) * inv_freq[i], &sn, &cs);
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t lo = (r * heads + h) * hd + i, hi = lo + half;
-      const float x1 = load(x, x_bf16, lo), x2 = load(x, x_bf16, hi);
-      if (kInverse) {
-        accumulate_at(y, y_bf16, lo, x1 * cs + x2 * sn);
-        accumulate_at(y, y_bf16, hi, x2 * cs - x1 * sn);
+// The rotation of one pair (x1 = x[i], x2 = x[i + hd/2]) with the rounding of the original scalar
+// kernel pinned by intrinsics (what nvcc made of the expressions in the comments).
+struct Rotate {
+  float cs, sn;
+  // y1 = x1 c - x2 s, y2 = x2 c + x1 s
+  __device__ __forceinline__ void forward(float x1, float x2, float& y1, float& y2) const {
+    y1 = __fmaf_rn(x1, cs, -__fmul_rn(x2, sn));
+    y2 = __fmaf_rn(x1, sn, __fmul_rn(x2, cs));
+  }
+  // dx1 += dy1 c + dy2 s, dx2 += dy2 c - dy1 s
+  __device__ __forceinline__ void inverse_add(float d1, float d2, float& y1, float& y2) const {
+    y1 = __fadd_rn(y1, __fmaf_rn(d1, cs, __fmul_rn(d2, sn)));
+    y2 = __fadd_rn(y2, __fmaf_rn(d2, cs, -__fmul_rn(d1, sn)));
+  }
+};
+
+template <class T, int U>
+__device__ __forceinline__ void load_units(const T* p, float (&v)[U]) {
+  if constexpr (U == kPack) load_pack(p, v);
+  else v[0] = to_float(p[0]);
+}
+template <class T, int U>
+__device__ __forceinline__ void store_units(T* p, const float (&v)[U]) {
+  if constexpr (U == kPack) store_pack(p, v);
+  else p[0] = from_float<T>(v[0]);
+}
+
+// x, y (rows, heads, hd); positions (rows); inv_freq (hd/2). One task = (row r, head group, U
+// consecutive frequencies i): the task's angles are taken once and reused for every head of its
+// group (heads_per_group consecutive heads). kInverse: y += R(-angle) x, else y = R(angle) x.
+template <bool kInverse, class TX, class TY, int U>
+__global__ void __launch_bounds__(kThreads)
+    rope_kernel(const TX* x, const int32_t* positions, const float* inv_freq, TY* y, int64_t rows, int64_t heads,
+                int64_t hd, int64_t heads_per_group) {
+  const int64_t half = hd / 2, units = half / U, groups = (heads + heads_per_group - 1) / heads_per_group;
+  const int64_t tasks = rows * groups * units, stride = int64_t(gridDim.x) * kThreads;
+  for (int64_t t = blockIdx.x * int64_t(kThreads) + threadIdx.x; t < tasks; t += stride) {
+    const int64_t q = t % units, rg = t / units, r = rg / groups, h0 = (rg % groups) * heads_per_group;
+    const int64_t h1 = h0 + heads_per_group < heads ? h0 + heads_per_group : heads;
+    Rotate rot[U];
+    const float pos = float(positions[r]);
+#pragma unroll
+    for (int j = 0; j < U; ++j) sincosf(pos * inv_freq[q * U + j], &rot[j].sn, &rot[j].cs);
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t lo = (r * heads + h) * hd + q * U, hi = lo + half;
+      float x1[U], x2[U], y1[U], y2[U];
+      load_units<TX, U>(x + lo, x1);
+      load_units<TX, U>(x + hi, x2);
+      if constexpr (kInverse) {
+        load_units<TY, U>(y + lo, y1);
+        load_units<TY, U>(y + hi, y2);
+#pragma unroll
+        for (int j = 0; j < U; ++j) rot[j].inverse_add(x1[j], x2[j], y1[j], y2[j]);
       } else {
-        store(y, y_bf16, lo, x1 * cs - x2 * sn);
-        store(y, y_bf16, hi, x2 * cs + x1 * sn);
+#pragma unroll
+        for (int j = 0; j < U; ++j) rot[j].forward(x1[j], x2[j], y1[j], y2[j]);
       }
+      store_units<TY, U>(y + lo, y1);
+      store_units<TY, U>(y + hi, y2);
     }
   }
+}
+
+template <bool kInverse, class TX, class TY, int U>
+void launch_rope(const void* x, const int32_t* positions, const float* inv_freq, void* y, int64_t rows, int64_t heads,
+                 int64_t hd, cudaStream_t s) {
+  constexpr auto kernel = rope_kernel<kInverse, TX, TY, U>;
+  // Heads per task: few enough that the tasks fill the GPU twice over, so the angles are shared
+  // by as many heads as the parallelism allows (the result does not depend on the grouping).
+  const int64_t per_head_tasks = rows * (hd / 2 / U);
+  const int64_t want = int64_t(grid_for<kernel>(int64_t(1) << 40, kThreads)) * kThreads * 2;
+  const int64_t groups = per_head_tasks >= want ? 1 : (want + per_head_tasks - 1) / per_head_tasks;
+  const int64_t heads_per_group = groups >= heads ? 1 : (heads + groups - 1) / groups;
+  const int64_t tasks = per_head_tasks * ((heads + heads_per_group - 1) / heads_per_group);
+  kernel<<<grid_for<kernel>(tasks, kThreads), kThreads, 0, s>>>(static_cast<const TX*>(x), positions, inv_freq,
+                                                                static_cast<TY*>(y), rows, heads, hd, heads_per_group);
+}
+
+template <bool kInverse>
+void dispatch(const void* x, bool x_bf16, const int32_t* positions, const float* inv_freq, void* y, bool y_bf16,
+              int64_t rows, int64_t heads, int64_t hd, cudaStream_t s) {
+  const bool packs = hd % (2 * kPack) == 0 && aligned16(x) && aligned16(y);
+  with_dtype(x_bf16, [&](auto tx) {
+    with_dtype(y_bf16, [&](auto ty) {
+      using TX = typename decltype(tx)::type;
+      using TY = typename decltype(ty)::type;
+      if (packs) launch_rope<kInverse, TX, TY, kPack>(x, positions, inv_freq, y, rows, heads, hd, s);
+      else launch_rope<kInverse, TX, TY, 1>(x, positions, inv_freq, y, rows, heads, hd, s);
+    });
+  });
 }
 }  // namespace
 
 // x, y (rows, heads, hd) of one dtype; positions (rows); inv_freq (hd/2) f32.
 void rope_forward(const void* x, const int32_t* positions, const float* inv_freq, void* y, bool bf16, int64_t rows,
                   int64_t heads, int64_t hd, void* stream) {
-  const int64_t pairs = rows * (hd / 2);
-  if (pairs == 0 || heads == 0) return;
-  rope_kernel<false><<<blocks_for(pairs, kThreads), kThreads, 0, as_stream(stream)>>>(x, bf16, positions, inv_freq, y,
-                                                                                     bf16, rows, heads, hd);
+  if (rows * (hd / 2) == 0 || heads == 0) return;
+  dispatch<false>(x, bf16, positions, inv_freq, y, bf16, rows, heads, hd, as_stream(stream));
   check_launch("rope_forward");
 }
 
 // dy, dx (rows, heads, hd): dx += R(-angle) dy.
 void rope_backward(const void* dy, bool dy_bf16, const int32_t* positions, const float* inv_freq, void* dx,
                    bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream) {
-  const int64_t pairs = rows * (hd / 2);
-  if (pairs == 0 || heads == 0) return;
-  rope_kernel<true><<<blocks_for(pairs, kThreads), kThreads, 0, as_stream(stream)>>>(dy, dy_bf16, positions, inv_freq,
-                                                                                   dx, dx_bf16, rows, heads, hd);
+  if (rows * (hd / 2) == 0 || heads == 0) return;
+  dispatch<true>(dy, dy_bf16, positions, inv_freq, dx, dx_bf16, rows, heads, hd, as_stream(stream));
   check_launch("rope_backward");
 }
 

@@ -56,7 +56,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
       }
 #ifdef DFLASH_CUDA
       // (partials, D): the weight gradient's per-row-range sums, added up in a fixed order.
-      Tensor partials = dw.defined() ? Tensor::empty({kernels::cuda::rmsnorm_dw_partials(rows), D}, DType::f32) : Tensor();
+      Tensor partials = dw.defined() ? Tensor::empty({kernels::cuda::rmsnorm_dw_partials(rows, D), D}, DType::f32) : Tensor();
       if (void* s = ctx().cuda_stream_for_launch())
         kernels::cuda::rmsnorm_backward(x.raw(), weight.raw(), bf16(x), f32(rstd), dy.raw(), bf16(dy), raw(dx), bf16(dx),
                                         raw(dw), bf16(dw), f32(partials), rows, D, s);

@@ -1,0 +1,229 @@
+// The fused CUDA optimizer update and the cuBLAS GEMM against their CPU definitions. Optimizer:
+// one step from the same state (p, g, m, v, step) on both, over more elements than one round of
+// every grid-stride loop and not a multiple of the vector width, at the schedule's edges (first
+// step, end of warmup, last step, past the end, constant lr) with clipping binding, not binding
+// and off: masters and moments within 2 ulp of the CPU, the bf16 copy exactly the
+// round-to-nearest-even of the CUDA master, grads zeroed, step + 1, stats = {norm, lr}; the
+// unaligned (scalar) path equal to the vector path bit for bit. GEMM: M, N, K not multiples of any
+// tile, every transpose pair, bf16 (and f32) inputs into f32 and bf16 outputs with beta = 1 over a
+// filled C, against a double reference from the same rounded inputs (tight enough to catch TF32).
+// Suite "gpu-optimizer": it needs a GPU and fails without one.
+#ifdef DFLASH_CUDA
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "tests/gpu_test_util.h"
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+
+struct OptState {
+  std::vector<float> p, g, m, v;
+  int32_t step = 0;
+};
+
+// Gradients are small integers times 2^-10 so that every partial sum of (g * 0.5)^2 is exact in
+// f32 on the GPU and in double on the CPU: both see the same norm, hence the same clip factor.
+// m has the sign of g and v is positive (no cancellation: the 2-ulp bound is about rounding, not
+// about the order of operands), |p| is in [0.25, 1] (the update never cancels p).
+OptState make_state(int64_t n, int32_t step, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  OptState s;
+  s.step = step;
+  for (int64_t i = 0; i < n; ++i) {
+    const float sign = rng() % 2 ? 1.0f : -1.0f;
+    const float u = float(rng() % 1000) / 1000.0f;
+    s.g.push_back(sign * float(1 + rng() % 3) / 1024.0f);
+    s.m.push_back(sign * (0.5f + u) * 1e-4f);
+    s.v.push_back((0.5f + float(rng() % 1000) / 1000.0f) * 1e-7f);
+    s.p.push_back((rng() % 2 ? 1.0f : -1.0f) * (0.25f + 0.75f * u));
+  }
+  return s;
+}
+
+struct OptCase {
+  const char* name;
+  int32_t step;
+  int64_t warmup, total;
+  float max_norm, grad_scale;
+};
+
+// The CPU branch of AdamWOptimizer::update, kernel for kernel. Returns {norm, lr}.
+std::array<float, 2> cpu_update(OptState& s, const OptCase& c, const kernels::cpu::AdamW& h, float peak, float min_lr) {
+  const int64_t n = int64_t(s.p.size());
+  float norm = 0, lr = 0;
+  kernels::cpu::scale_inplace(s.g.data(), n, c.grad_scale);
+  kernels::cpu::grad_norm(s.g.data(), n, &norm);
+  kernels::cpu::clip_by_norm(s.g.data(), n, &norm, c.max_norm);
+  kernels::cpu::lr_schedule(&s.step, kernels::cpu::LrSchedule{peak, min_lr, c.warmup, c.total}, &lr);
+  kernels::cpu::adamw(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, &s.step, &lr, h);
+  std::fill(s.g.begin(), s.g.end(), 0.0f);
+  kernels::cpu::increment_step(&s.step);
+  return {norm, lr};
+}
+
+struct GpuResult {
+  std::vector<float> p, g, m, v;
+  std::vector<uint16_t> bf;
+  int32_t step;
+  std::vector<float> stats;
+};
+
+// One kernels::cuda::optimizer_update with every buffer `offset` elements into its allocation.
+GpuResult gpu_update(Context& ctx, const OptState& s, const OptCase& c, const kernels::cpu::AdamW& h, float peak,
+                     float min_lr, int64_t offset) {
+  const int64_t n = int64_t(s.p.size());
+  auto f32_buffer = [&](const std::vector<float>& v) {
+    std::vector<float> padded(size_t(offset), 0.0f);
+    padded.insert(padded.end(), v.begin(), v.end());
+    return Tensor::from_floats({int64_t(padded.size())}, padded);
+  };
+  Tensor p = f32_buffer(s.p), g = f32_buffer(s.g), m = f32_buffer(s.m), v = f32_buffer(s.v);
+  Tensor bf = Tensor::zeros({n + offset}, DType::bf16), step = Tensor::from_ints({1}, {s.step});
+  Tensor lr = Tensor::persistent({1}, DType::f32), norm = Tensor::persistent({1}, DType::f32);
+  Tensor partials = Tensor::persistent({1024}, DType::f32), stats = Tensor::persistent({2}, DType::f32);
+  auto at = [&](const Tensor& t) { return t.data<float>() + offset; };
+  kernels::cuda::OptimizerArgs a{at(p), at(g), at(m), at(v), static_cast<uint16_t*>(bf.raw()) + offset, n,
+                                 step.data<int32_t>(), lr.data<float>(), norm.data<float>(), partials.data<float>(),
+                                 stats.data<float>(), c.grad_scale, c.max_norm, peak, min_lr, c.warmup, c.total,
+                                 h.beta1, h.beta2, h.eps, h.weight_decay};
+  kernels::cuda::optimizer_update(a, ctx.cuda_stream());
+  ctx.synchronize();
+  auto tail = [&](const Tensor& t) {
+    std::vector<float> all = t.to_floats();
+    return std::vector<float>(all.begin() + offset, all.end());
+  };
+  GpuResult r{tail(p), tail(g), tail(m), tail(v), {}, step.to_ints()[0], stats.to_floats()};
+  std::vector<uint16_t> bits(size_t(n + offset));
+  bf.copy_to_host(bits.data(), bits.size() * 2);
+  r.bf.assign(bits.begin() + offset, bits.end());
+  return r;
+}
+
+// Distance in units in the last place between two finite floats of the same sign.
+int64_t ulps(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  if ((ia < 0) != (ib < 0)) return a == b ? 0 : INT64_MAX;
+  return std::llabs(int64_t(ia) - int64_t(ib));
+}
+int64_t max_ulps(const std::vector<float>& a, const std::vector<float>& b) {
+  int64_t worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, ulps(a[i], b[i]));
+  return worst;
+}
+
+// Row-major C (M, N) = alpha op(A) op(B) + beta C0 in double, op(A) (M, K), op(B) (K, N).
+std::vector<double> gemm_reference(int64_t M, int64_t N, int64_t K, const std::vector<float>& A, bool ta,
+                                   const std::vector<float>& B, bool tb, const std::vector<float>& C0, double alpha,
+                                   double beta) {
+  std::vector<double> C(size_t(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += double(A[size_t(ta ? k * M + i : i * K + k)]) * double(B[size_t(tb ? j * K + k : k * N + j)]);
+      C[size_t(i * N + j)] = alpha * acc + beta * double(C0[size_t(i * N + j)]);
+    }
+  return C;
+}
+
+}  // namespace
+
+TEST_SUITE("gpu-optimizer") {
+  TEST_CASE("fused optimizer update: CUDA equals the CPU kernels (2 ulp), schedule and clip edges") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    // Over 3 rounds of the norm pass (1024 x 256 threads x 4 elements) and of the AdamW grid, not a
+    // multiple of 4.
+    const int64_t n = 3 * 1048576 + 12345;
+    const kernels::cpu::AdamW h{0.9f, 0.95f, 1e-8f, 0.01f};
+    const float peak = 1e-3f, min_lr = 1e-4f;
+    const std::vector<OptCase> cases = {
+        {"first step, clipping binds", 0, 10, 100, 0.5f, 0.5f},
+        {"last warmup step, clipping does not bind", 9, 10, 100, 1e6f, 1.0f / 3.0f},
+        {"end of warmup, clipping off", 10, 10, 100, 0.0f, 0.5f},
+        {"last step, clipping binds", 99, 10, 100, 0.5f, 0.5f},
+        {"past the last step", 150, 10, 100, 1e6f, 0.5f},
+        {"constant lr, later step", 41, 0, 0, 0.5f, 0.5f},
+    };
+    for (const OptCase& c : cases) {
+      INFO("case: " << c.name);
+      const OptState start = make_state(n, c.step, uint64_t(c.step) + 7);
+      OptState cpu = start;
+      const std::array<float, 2> cpu_stats = cpu_update(cpu, c, h, peak, min_lr);
+      const GpuResult gpu = gpu_update(ctx, start, c, h, peak, min_lr, 0);
+      if (c.max_norm == 0.5f) REQUIRE(cpu_stats[0] > 0.5f);  // clipping binds
+      if (c.max_norm == 1e6f) REQUIRE(cpu_stats[0] < 1e6f);   // it does not
+      CHECK(gpu.stats[0] == doctest::Approx(cpu_stats[0]).epsilon(1e-6));
+      if (c.grad_scale == 0.5f) CHECK(gpu.stats[0] == cpu_stats[0]);  // exact sums: the same norm
+      CHECK(gpu.stats[1] == doctest::Approx(cpu_stats[1]).epsilon(1e-6));
+      CHECK(gpu.step == start.step + 1);
+      CHECK(max_ulps(gpu.m, cpu.m) <= 2);
+      CHECK(max_ulps(gpu.v, cpu.v) <= 2);
+      CHECK(max_ulps(gpu.p, cpu.p) <= 2);
+      CHECK(gpu.g == std::vector<float>(size_t(n), 0.0f));
+      bool bf_exact = true;
+      for (size_t i = 0; i < gpu.p.size(); ++i) bf_exact = bf_exact && gpu.bf[i] == f32_to_bf16(gpu.p[i]);
+      CHECK(bf_exact);
+      // The scalar path (every pointer one element off 16-byte alignment) computes the same elements.
+      if (c.max_norm != 0.5f) {  // (its norm sums in another order; with clipping off or loose the update ignores it)
+        const GpuResult scalar = gpu_update(ctx, start, c, h, peak, min_lr, 1);
+        CHECK(bitwise_equal(scalar.p, gpu.p));
+        CHECK(bitwise_equal(scalar.m, gpu.m));
+        CHECK(bitwise_equal(scalar.v, gpu.v));
+        CHECK(scalar.bf == gpu.bf);
+        CHECK(scalar.g == gpu.g);
+        CHECK(scalar.stats[0] == doctest::Approx(gpu.stats[0]).epsilon(1e-6));
+      }
+    }
+  }
+
+  TEST_CASE("GEMM: cuBLAS equals a double reference, odd sizes, every transpose, f32 and bf16 outputs, beta 1") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    const int64_t M = 77, N = 131, K = 203;
+    for (bool ab_bf16 : {true, false})
+      for (bool c_bf16 : {false, true})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) {
+            if (!ab_bf16 && c_bf16) continue;  // f32 inputs only into f32 (the runtime's pairs)
+            INFO("A,B " << (ab_bf16 ? "bf16" : "f32") << " C " << (c_bf16 ? "bf16" : "f32") << " trans_a " << ta
+                        << " trans_b " << tb);
+            const DType dab = ab_bf16 ? DType::bf16 : DType::f32, dc = c_bf16 ? DType::bf16 : DType::f32;
+            const std::vector<float> A = round_to(dab, random_floats(size_t(M * K), 1)),
+                                     B = round_to(dab, random_floats(size_t(K * N), 2)),
+                                     C0 = round_to(dc, random_floats(size_t(M * N), 3, 4.0f));
+            Tensor tA = make_float({M * K}, A, dab), tB = make_float({K * N}, B, dab), tC = make_float({M * N}, C0, dc);
+            const float alpha = 1.0f, beta = 1.0f;
+            kernels::cuda::GemmArgs g{M, N, K, tA.raw(), ta ? M : K, ta, tB.raw(), tb ? K : N, tb, tC.raw(), N,
+                                      alpha, beta, ab_bf16, c_bf16};
+            kernels::cuda::gemm(g, ctx.cublas(), ctx.cuda_stream());
+            const std::vector<float> got = tC.to_floats();
+            const std::vector<double> want = gemm_reference(M, N, K, A, ta, B, tb, C0, alpha, beta);
+            double max_ref = 0, worst = 0, worst_bf16 = 0;
+            for (double x : want) max_ref = std::max(max_ref, std::fabs(x));
+            for (size_t i = 0; i < want.size(); ++i) {
+              const double err = std::fabs(double(got[i]) - want[i]);
+              worst = std::max(worst, err / max_ref);
+              // One bf16 rounding of the f32 result: half an ulp of 8 significant bits, plus the f32 slack.
+              worst_bf16 = std::max(worst_bf16, err - std::ldexp(std::fabs(want[i]), -8));
+            }
+            INFO("max |C - ref| / max |ref| = " << worst);
+            if (c_bf16) CHECK(worst_bf16 <= 1e-5 * max_ref);
+            else CHECK(worst <= 1e-5);
+          }
+  }
+}
+
+#endif  // DFLASH_CUDA
