@@ -3,7 +3,8 @@
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
-# synccheck, initcheck, profile (4096:512 and others), bench-small, bench-qwen3-8b, bench-long,
+# synccheck, initcheck, profile (4096:512 and others), target (the target's forward), online
+# (target + drafter step), bench-small, bench-qwen3-8b, bench-long,
 # anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
 # from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
@@ -50,11 +51,14 @@ for s in "${steps[@]}"; do
     racecheck) step racecheck san racecheck 560 'gpu-sanitize,gpu-misc' ;;
     synccheck) step synccheck san synccheck 560 'gpu-sanitize,gpu-attention,gpu-misc' ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;
-    profile) step profile timeout 400 bash -c "./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 \
-      && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 --no-checkpointing \
-      && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 \
-      && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=65536:512 \
-      && ./build/dflash-bench profile --cuda --model=small --bucket=512:64" ;;
+    profile) step profile timeout 400 bash -c "rc=0; for a in '--model=qwen3-8b --bucket=4096:512' \
+      '--model=qwen3-8b --bucket=4096:512 --no-checkpointing' '--model=qwen3-8b --bucket=1024:128' \
+      '--model=qwen3-8b --bucket=65536:512' '--model=small --bucket=512:64'; do \
+      ./build/dflash-bench profile --cuda \$a || rc=1; done; exit \$rc" ;;
+    target) step target timeout 300 ./build/dflash-bench target --cuda --model=qwen3-8b --seq=1024 --seq=4096 \
+      --seq=16384 --steps=10 ;;
+    online) step online timeout 300 ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 \
+      --steps=20 ;;
     bench-small) step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 \
       --bucket=1024:128 --bucket=2048:256 --steps=30 ;;
     bench-qwen3-8b) step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b \
