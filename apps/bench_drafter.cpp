@@ -179,7 +179,11 @@ struct DrafterBench {
       BucketStep* step = s.get();
       if (target)
         engine->add(target_name(step->bucket()), step->bucket(), [step](bool) { step->target_body(); }, false);
-      engine->add(train_name(step->bucket()), step->bucket(), [step](bool c) { step->train_body(c); }, checkpointing);
+      if (checkpointing)
+        engine->add_fitted(train_name(step->bucket()), step->bucket(),
+                           [step](int64_t k) { step->train_body_recomputing(k); }, step->layers());
+      else
+        engine->add(train_name(step->bucket()), step->bucket(), [step](bool) { step->train_body(false); }, false);
     }
     UpdateStep* u = update.get();
     engine->add("update", Bucket{}, [u](bool) { u->body(); }, false);

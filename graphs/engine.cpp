@@ -21,15 +21,27 @@ std::string gib(size_t bytes) {
 }  // namespace
 
 void Engine::add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing) {
-  DF_CHECK(!ctx_.sealed(), "program '" << name << "' added after the runtime was sealed: buckets are fixed "
+  add_entry({name, bucket, [body](int64_t k) { body(k > 0); }, checkpointing ? 1 : 0, false, 0});
+}
+
+void Engine::add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments) {
+  DF_CHECK(segments >= 0, "program '" << name << "': " << segments << " checkpointable segments");
+  add_entry({name, bucket, std::move(body), segments, true, 0});
+}
+
+void Engine::add_entry(Entry e) {
+  DF_CHECK(!ctx_.sealed(), "program '" << e.name << "' added after the runtime was sealed: buckets are fixed "
                                        << "at startup; add a [[buckets]] entry to the config and restart");
-  for (const Entry& e : entries_) DF_CHECK(e.name != name, "program '" << name << "' added twice");
-  entries_.push_back({name, bucket, std::move(body), checkpointing});
+  for (const Entry& x : entries_) DF_CHECK(x.name != e.name, "program '" << e.name << "' added twice");
+  entries_.push_back(std::move(e));
 }
 
 void Engine::build(size_t available_bytes, const std::function<void(const std::string&)>& progress) {
   DF_CHECK(!ctx_.sealed(), "Engine::build on a sealed runtime: buckets are fixed at startup");
   reports_.clear();
+  auto plan = [&](const Entry& e, int64_t k) { return plan_program(ctx_, e.name, [&] { e.body(k); }); };
+  // Every program with all its segments recomputed: the largest of these sizes the arena.
+  std::vector<PlanResult> plans;
   size_t largest = 0;
   const Entry* largest_entry = nullptr;
   for (const Entry& e : entries_) {
@@ -37,15 +49,15 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     ProgramReport r;
     r.name = e.name;
     r.bucket = e.bucket;
-    PlanResult plan = plan_program(ctx_, e.name, [&] { e.body(e.checkpointing); });
-    r.arena_bytes = plan.arena_bytes;
-    r.kernels = plan.kernels;
-    r.arena_bytes_without_checkpointing =
-        e.checkpointing ? plan_program(ctx_, e.name, [&] { e.body(false); }).arena_bytes : plan.arena_bytes;
-    if (plan.arena_bytes >= largest) {
-      largest = plan.arena_bytes;
+    r.segments = e.segments;
+    PlanResult full = plan(e, e.segments);
+    r.arena_bytes_full_checkpointing = full.arena_bytes;
+    r.arena_bytes_without_checkpointing = e.segments > 0 ? plan(e, 0).arena_bytes : full.arena_bytes;
+    if (full.arena_bytes >= largest) {
+      largest = full.arena_bytes;
       largest_entry = &e;
     }
+    plans.push_back(full);
     reports_.push_back(r);
   }
   if (largest > available_bytes) {
@@ -55,16 +67,35 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
        << gib(largest) << " (" << largest << " bytes) on top of " << gib(ctx_.persistent_bytes())
        << " of persistent tensors, but only " << gib(available_bytes) << " (" << available_bytes
        << " bytes) are available. Per program:";
-    for (const ProgramReport& r : reports_) os << "\n  " << r.name << ": " << r.arena_bytes << " bytes";
+    for (const ProgramReport& r : reports_) os << "\n  " << r.name << ": " << r.arena_bytes_full_checkpointing << " bytes";
     os << "\nRemove or shrink the largest bucket (seq, anchors or batch), or turn checkpointing on.";
     DF_FAIL(os.str());
+  }
+  // Fitted programs recompute the fewest leading segments that keep them within that arena.
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    e.chosen = e.segments;
+    if (!e.fitted) continue;
+    for (int64_t k = 0; k < e.segments; ++k) {
+      PlanResult p = plan(e, k);
+      if (p.arena_bytes <= largest) {
+        e.chosen = k;
+        plans[i] = p;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    reports_[i].arena_bytes = plans[i].arena_bytes;
+    reports_[i].kernels = plans[i].kernels;
+    reports_[i].recomputed = entries_[i].chosen;
   }
   ctx_.reserve_arena(largest);
   arena_bytes_ = largest;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (progress) progress("recording " + e.name);
-    Program p = record_program(ctx_, e.name, [&] { e.body(e.checkpointing); });
+    Program p = record_program(ctx_, e.name, [&] { e.body(e.chosen); });
     DF_CHECK(p.arena_bytes() == reports_[i].arena_bytes && p.kernels() == reports_[i].kernels,
              "program '" << e.name << "': the recording (" << p.kernels() << " kernels, " << p.arena_bytes()
                          << " bytes) differs from its plan (" << reports_[i].kernels << " kernels, "

@@ -19,18 +19,28 @@ struct ProgramReport {
   size_t kernels = 0;
   size_t arena_bytes = 0;
   size_t arena_bytes_without_checkpointing = 0;
+  size_t arena_bytes_full_checkpointing = 0;
+  int64_t segments = 0;    // checkpointable segments (layers); 0 when the body has no choice
+  int64_t recomputed = 0;  // of which the recording recomputes this many
   double record_ms = 0;
 };
 
 // A body that builds the program's op sequence; `checkpointing` says whether to use
 // recompute checkpointing (the engine also plans it without, for the report).
 using ProgramBody = std::function<void(bool checkpointing)>;
+// A body with checkpointable segments that recomputes the first `recomputed` of them.
+using FittedBody = std::function<void(int64_t recomputed)>;
 
 class Engine {
  public:
   explicit Engine(Context& ctx) : ctx_(ctx) {}
 
   void add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing);
+  // Checkpointing fitted to the arena: the arena is sized by the worker's most demanding program
+  // with every segment recomputed, and is reserved anyway; this program then recomputes only as
+  // many leading segments as it needs to stay within that arena (often none for small buckets).
+  // The choice depends only on the plans, so it is the same on every rank and every run.
+  void add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments);
 
   // Plans, checks the fit, reserves the arena, records and seals. available_bytes is the memory
   // the arena may take on this device (for all of this worker's programs: they share it).
@@ -47,9 +57,13 @@ class Engine {
   struct Entry {
     std::string name;
     Bucket bucket;
-    ProgramBody body;
-    bool checkpointing;
+    FittedBody body;
+    int64_t segments = 0;  // the most the body can recompute
+    bool fitted = false;   // else it always recomputes all of them
+    int64_t chosen = 0;
   };
+  void add_entry(Entry e);
+
   Context& ctx_;
   std::vector<Entry> entries_;
   std::map<std::string, Program> programs_;

@@ -34,14 +34,16 @@ StartupReport make_startup_report(const Engine& engine, int workers, double star
 std::string format_startup_table(const StartupReport& r) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-14s %6s %7s %5s %8s %12s %14s %9s\n", "program", "seq", "anchors", "batch",
-                "kernels", "arena", "arena no-ckpt", "record ms");
+  std::snprintf(line, sizeof line, "%-14s %6s %7s %5s %8s %12s %14s %9s %9s\n", "program", "seq", "anchors", "batch",
+                "kernels", "arena", "arena no-ckpt", "recompute", "record ms");
   out += line;
   for (const ProgramReport& p : r.programs) {
-    std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9.2f\n", p.name.c_str(),
+    const std::string recompute =
+        p.segments > 0 ? std::to_string(p.recomputed) + "/" + std::to_string(p.segments) : std::string("-");
+    std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9s %9.2f\n", p.name.c_str(),
                   (long long)p.bucket.seq, (long long)p.bucket.anchors, (long long)p.bucket.batch, p.kernels,
                   human_bytes(p.arena_bytes).c_str(), human_bytes(p.arena_bytes_without_checkpointing).c_str(),
-                  p.record_ms);
+                  recompute.c_str(), p.record_ms);
     out += line;
   }
   std::snprintf(line, sizeof line, "device %s, %d worker(s); per worker: arena %s (shared by all programs), "
@@ -69,6 +71,9 @@ nlohmann::json startup_json(const StartupReport& r) {
                         {"kernels", p.kernels},
                         {"arena_bytes", p.arena_bytes},
                         {"arena_bytes_without_checkpointing", p.arena_bytes_without_checkpointing},
+                        {"arena_bytes_full_checkpointing", p.arena_bytes_full_checkpointing},
+                        {"segments", p.segments},
+                        {"recomputed_segments", p.recomputed},
                         {"record_ms", p.record_ms}};
     j["programs"].push_back(e);
     if (p.name.rfind("train/", 0) == 0) j["buckets"].push_back(e);

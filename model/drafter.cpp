@@ -97,6 +97,10 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
 }
 
 DrafterOutputs Drafter::forward(const DrafterInputs& in, bool checkpointing, int64_t chunk_rows) const {
+  return forward(in, checkpointing ? spec_.num_hidden_layers : int64_t(0), chunk_rows);
+}
+
+DrafterOutputs Drafter::forward(const DrafterInputs& in, int64_t recomputed_layers, int64_t chunk_rows) const {
   const ParameterStore& p = *params_;
   const int64_t B = in.input_ids.dim(0), S = in.input_ids.dim(1), N = in.anchors.dim(1), H = spec_.hidden_size;
   const int64_t T = N * spec_.block_size;
@@ -113,7 +117,7 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, bool checkpointing, int
   Tensor context = ops::rmsnorm(ops::linear(in.target_hidden, p.get("fc.weight")), p.get("hidden_norm.weight"), eps);
   Tensor h = ops::embedding(embed_, prep.noise_ids);  // (B, T, H)
   for (int64_t l = 0; l < spec_.num_hidden_layers; ++l) {
-    if (checkpointing) {
+    if (l < recomputed_layers) {  // the first layers' activations would live longest
       Tensor q_pos = prep.q_pos, k_pos = prep.k_pos, anchors = in.anchors, keep = in.keep;
       auto segment = [this, l, q_pos, k_pos, anchors, keep, S](const std::vector<Tensor>& x, CheckpointStash& st) {
         return std::vector<Tensor>{layer(l, x[0], x[1], q_pos, k_pos, anchors, keep, S, &st)};

@@ -37,6 +37,8 @@ class Drafter {
   void init_random(uint64_t seed, double std);
 
   DrafterOutputs forward(const DrafterInputs& in, bool checkpointing, int64_t chunk_rows) const;
+  // Checkpoints (recomputes in backward) the first recomputed_layers layers only.
+  DrafterOutputs forward(const DrafterInputs& in, int64_t recomputed_layers, int64_t chunk_rows) const;
 
   ParameterStore& params() { return *params_; }
   const ParameterStore& params() const { return *params_; }

@@ -1,6 +1,9 @@
 // Recompute checkpointing: bitwise-equal gradients and losses with it on or off, a smaller
 // arena, and an arena that grows per layer by little more than one segment's input.
+#include <map>
+
 #include "graphs/checkpoint.h"
+#include "graphs/engine.h"
 #include "tests/test_util.h"
 #include "train/toy_worker.h"
 
@@ -96,5 +99,63 @@ TEST_SUITE("checkpoint") {
     CHECK(bitwise_equal(gv, v.grad().to_floats()));
     // And against finite differences.
     check_gradients(checkpointed, {x, w, v});
+  }
+}
+
+TEST_SUITE("checkpoint") {
+  TEST_CASE("fitted checkpointing: each program recomputes the fewest leading segments that fit the arena") {
+    // A stand-in body: recomputing k of 4 segments leaves (4 - k) segments' activations of its
+    // bucket's size alive at once, on top of the segment inputs.
+    Context ctx(Device::cpu());
+    ContextScope scope(ctx);
+    Engine engine(ctx);
+    auto body = [](int64_t rows) {
+      return [rows](int64_t k) {
+        std::vector<Tensor> held;
+        for (int64_t s = 0; s < 4; ++s) held.push_back(Tensor::empty({rows}, DType::f32));      // inputs
+        for (int64_t s = k; s < 4; ++s) held.push_back(Tensor::empty({8 * rows}, DType::f32));  // activations
+        held.push_back(Tensor::empty({8 * rows}, DType::f32));  // the segment being recomputed / backward
+        ops::fill_(held.back(), 1.0f);
+      };
+    };
+    engine.add_fitted("large", Bucket{64, 1, 1}, body(4096), 4);
+    engine.add_fitted("small", Bucket{16, 1, 1}, body(1024), 4);
+    engine.add_fitted("tiny", Bucket{8, 1, 1}, body(16), 4);
+    engine.build(size_t(1) << 40);
+    std::map<std::string, ProgramReport> r;
+    for (const ProgramReport& p : engine.report()) r[p.name] = p;
+    // The largest program recomputes everything and sizes the arena.
+    CHECK(r["large"].recomputed == 4);
+    CHECK(engine.arena_bytes() == r["large"].arena_bytes_full_checkpointing);
+    // 1024 rows: inputs 4 x 4 KiB plus (4 - k + 1) x 32 KiB must fit 4 x 16 KiB + 128 KiB: k = 0 fits.
+    CHECK(r["small"].recomputed == 0);
+    CHECK(r["tiny"].recomputed == 0);
+    for (auto& [name, p] : r) {
+      CHECK(p.arena_bytes <= engine.arena_bytes());
+      CHECK(p.arena_bytes_without_checkpointing >= p.arena_bytes_full_checkpointing);
+    }
+  }
+
+  TEST_CASE("fitted checkpointing picks a partial recomputation when none is too big and all is not needed") {
+    Context ctx(Device::cpu());
+    ContextScope scope(ctx);
+    Engine engine(ctx);
+    auto body = [](int64_t rows) {
+      return [rows](int64_t k) {
+        std::vector<Tensor> held;
+        for (int64_t s = k; s < 4; ++s) held.push_back(Tensor::empty({8 * rows}, DType::f32));
+        held.push_back(Tensor::empty({8 * rows}, DType::f32));
+        ops::fill_(held.back(), 1.0f);
+      };
+    };
+    engine.add_fitted("large", Bucket{64, 1, 1}, body(1000), 4);  // full: 1 x 32000 B
+    engine.add_fitted("mid", Bucket{32, 1, 1}, body(400), 4);     // k segments recomputed: (5 - k) x 12800 B
+    engine.build(size_t(1) << 40);
+    std::map<std::string, ProgramReport> r;
+    for (const ProgramReport& p : engine.report()) r[p.name] = p;
+    CHECK(r["large"].recomputed == 4);
+    // (5 - k) x 12800 <= 32000 (rounded up to 64-byte blocks) first holds at k = 3.
+    CHECK(r["mid"].recomputed == 3);
+    CHECK(r["mid"].arena_bytes <= engine.arena_bytes());
   }
 }

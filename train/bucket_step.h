@@ -44,6 +44,8 @@ class BucketStep {
   void stage(const HostBatch& batch) const;  // host copies into the staging buffers
   void target_body() const;                  // online: ids -> target features (static)
   void train_body(bool checkpointing) const; // forward, loss, backward (grads +=), results
+  void train_body_recomputing(int64_t layers) const;  // the same, checkpointing the first `layers` layers
+  int64_t layers() const;
   void eval_body() const;                    // (online: target forward, then) drafter forward, results
   // After replay (the device synchronised): the results, read without allocating.
   void read_result(StepResult& out) const;
@@ -54,7 +56,7 @@ class BucketStep {
   bool online() const { return target_ != nullptr; }
 
  private:
-  void forward_and_report(bool train, bool checkpointing) const;
+  void forward_and_report(bool train, int64_t recomputed_layers) const;
   const Drafter& drafter_;
   const Target* target_;
   bool staged_hidden_;

@@ -43,7 +43,10 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     const Bucket& b = step->bucket();
     std::string seq = std::to_string(b.seq);
     if (step->online() && (opt_.train || opt_.features)) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
-    if (opt_.train) engine_->add("train/" + seq, b, [step](bool ckpt) { step->train_body(ckpt); }, opt_.checkpointing);
+    if (opt_.train && opt_.checkpointing)
+      engine_->add_fitted("train/" + seq, b, [step](int64_t k) { step->train_body_recomputing(k); }, step->layers());
+    else if (opt_.train)
+      engine_->add("train/" + seq, b, [step](bool) { step->train_body(false); }, false);
     if (opt_.eval) engine_->add("eval/" + seq, b, [eval](bool) { eval->eval_body(); }, false);
   }
   if (opt_.train) {
