@@ -89,6 +89,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     reports_[i].arena_bytes = plans[i].arena_bytes;
     reports_[i].kernels = plans[i].kernels;
     reports_[i].recomputed = entries_[i].chosen;
+    reports_[i].peak_at = plans[i].peak_at;
   }
   ctx_.reserve_arena(largest);
   arena_bytes_ = largest;

@@ -22,6 +22,7 @@ struct ProgramReport {
   size_t arena_bytes_full_checkpointing = 0;
   int64_t segments = 0;    // checkpointable segments (layers); 0 when the body has no choice
   int64_t recomputed = 0;  // of which the recording recomputes this many
+  std::string peak_at;     // the op (phase) at the arena peak
   double record_ms = 0;
 };
 

@@ -44,6 +44,7 @@ class Program {
 struct PlanResult {
   size_t arena_bytes = 0;
   size_t kernels = 0;
+  std::string peak_at;  // the op (phase) whose allocation set the peak
 };
 PlanResult plan_program(Context& ctx, const std::string& name, const std::function<void()>& body);
 

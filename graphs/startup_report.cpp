@@ -74,6 +74,7 @@ nlohmann::json startup_json(const StartupReport& r) {
                         {"arena_bytes_full_checkpointing", p.arena_bytes_full_checkpointing},
                         {"segments", p.segments},
                         {"recomputed_segments", p.recomputed},
+                        {"arena_peak_at", p.peak_at},
                         {"record_ms", p.record_ms}};
     j["programs"].push_back(e);
     if (p.name.rfind("train/", 0) == 0) j["buckets"].push_back(e);

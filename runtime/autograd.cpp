@@ -28,6 +28,14 @@ Tensor NodeGrads::in(const Tensor& t) {
   return g;
 }
 
+std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {Tensor(), false};
+  if (t.is_leaf() || grads_.count(t.id())) return {in(t), false};
+  Tensor g = Tensor::empty(t.shape(), grad_dtype(t));
+  grads_.emplace(t.id(), g);
+  return {g, true};
+}
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!Context::current().grad_enabled()) return false;
   for (const Tensor* t : inputs)

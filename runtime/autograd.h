@@ -3,6 +3,7 @@
 // nothing. A tape is consumed by backward: a second backward needs a new forward.
 #pragma once
 #include <functional>
+#include <utility>
 #include <initializer_list>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +48,10 @@ class NodeGrads {
   // The buffer t's gradient accumulates into (+=): a leaf's own gradient buffer, or a
   // zero-filled temporary made on first use. Undefined when t needs no gradient.
   Tensor in(const Tensor& t);
+  // For an op that writes every element of t's gradient: the buffer and whether it is fresh (made
+  // now, not zeroed: the op must overwrite it, e.g. a GEMM with beta 0); otherwise the
+  // accumulating buffer of in() and false.
+  std::pair<Tensor, bool> in_overwritable(const Tensor& t);
 
  private:
   std::unordered_map<uint64_t, Tensor>& grads_;

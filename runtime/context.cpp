@@ -113,7 +113,9 @@ std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
     return s;
   }
   if (sealed_) refuse_sealed("arena allocation", bytes);
+  const size_t peak_before = planner_.peak();
   size_t offset = planner_.allocate(bytes);
+  if (mode_ == Mode::plan && planner_.peak() > peak_before) peak_at_ = std::string(op()) + " (" + current_phase() + ")";
   if (mode_ == Mode::record) {
     DF_CHECK(offset + align_up(bytes ? bytes : 1) <= arena_capacity_,
              "recording '" << program_ << "': op '" << op() << "' needs arena bytes up to "
@@ -228,6 +230,7 @@ void Context::begin(Mode mode, const std::string& program, std::vector<KernelCal
   kernels_ = 0;
   ++epoch_;
   planner_.reset();
+  peak_at_.clear();
 #ifdef DFLASH_CUDA
   if (mode == Mode::record && device_.is_cuda()) {
     if (profile_) {
@@ -244,6 +247,7 @@ RecordingResult Context::end() {
   RecordingResult r;
   r.kernels = kernels_;
   r.peak_bytes = planner_.peak();
+  r.peak_at = peak_at_;
 #ifdef DFLASH_CUDA
   if (mode_ == Mode::record && device_.is_cuda()) {
     if (profile_) profile_->begin_instantiate();

@@ -28,6 +28,7 @@ using KernelCall = std::function<void()>;
 struct RecordingResult {
   size_t kernels = 0;             // kernel calls recorded (or that would have been)
   size_t peak_bytes = 0;          // arena bytes the program needs
+  std::string peak_at;            // the op (and phase) whose allocation reached the peak
   void* cuda_graph_exec = nullptr;  // CUDA record pass: the instantiated graph (owned by the caller)
 };
 
@@ -116,6 +117,7 @@ class Context {
   size_t kernels_ = 0;
 
   OffsetPlanner planner_;
+  std::string peak_at_;
   uint64_t epoch_ = 0;  // bumps at each begin(); blocks of an earlier pass are never returned twice
   void* arena_ = nullptr;
   size_t arena_capacity_ = 0;

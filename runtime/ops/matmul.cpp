@@ -47,9 +47,11 @@ Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bo
   if (needs_grad({&a, &b})) {
     record_node(name, {&out}, [a, b, ta, tb, M, K, N](NodeGrads& g) {
       Tensor dc = g.out(0);
-      if (Tensor da = g.in(a); da.defined()) {
-        if (!ta) gemm(M, K, N, dc, false, b, !tb, da, 1.0f);   // dA = dC op(B)^T
-        else gemm(K, M, N, b, tb, dc, true, da, 1.0f);          // dA = op(B) dC^T
+      // A fresh input gradient is written (beta 0), saving its zero fill and a read.
+      if (auto [da, fresh] = g.in_overwritable(a); da.defined()) {
+        const float beta = fresh ? 0.0f : 1.0f;
+        if (!ta) gemm(M, K, N, dc, false, b, !tb, da, beta);   // dA = dC op(B)^T
+        else gemm(K, M, N, b, tb, dc, true, da, beta);          // dA = op(B) dC^T
       }
       if (Tensor db = g.in(b); db.defined()) {
         if (!tb) gemm(K, N, M, a, !ta, dc, false, db, 1.0f);   // dB = op(A)^T dC
@@ -126,12 +128,17 @@ Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight
     record_node("linear", {&y}, [a, b, weight, B, Sa, Sb, in, out](NodeGrads& g) {
       Tensor dy = g.out(0);
       if (!dy.defined()) return;
-      Tensor da = g.in(a), db = g.in(b), dw = g.in(weight);
+      auto [da, da_fresh] = g.in_overwritable(a);
+      auto [db, db_fresh] = g.in_overwritable(b);
+      Tensor dw = g.in(weight);
       for (int64_t r = 0; r < B; ++r) {
         const int64_t ya = r * (Sa + Sb) * out, yb = (r * (Sa + Sb) + Sa) * out;
-        // dA = dY_a W, dB = dY_b W, dW += dY_a^T A + dY_b^T B (the order linear's dW would sum in).
-        if (da.defined()) gemm_at(Sa, in, out, dy, ya, out, false, weight, 0, in, false, da, r * Sa * in, in, 1.0f);
-        if (db.defined()) gemm_at(Sb, in, out, dy, yb, out, false, weight, 0, in, false, db, r * Sb * in, in, 1.0f);
+        // dA = dY_a W, dB = dY_b W (each batch row's rows written once: fresh buffers take beta 0),
+        // dW += dY_a^T A + dY_b^T B.
+        if (da.defined())
+          gemm_at(Sa, in, out, dy, ya, out, false, weight, 0, in, false, da, r * Sa * in, in, da_fresh ? 0.0f : 1.0f);
+        if (db.defined())
+          gemm_at(Sb, in, out, dy, yb, out, false, weight, 0, in, false, db, r * Sb * in, in, db_fresh ? 0.0f : 1.0f);
         if (dw.defined()) {
           gemm_at(out, in, Sa, dy, ya, out, true, a, r * Sa * in, in, false, dw, 0, in, 1.0f);
           gemm_at(out, in, Sb, dy, yb, out, true, b, r * Sb * in, in, false, dw, 0, in, 1.0f);
