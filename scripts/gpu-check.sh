@@ -31,7 +31,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(build tests cpu-tests memcheck profile bench-small bench-qwen3-8b tiny-job)
 gpus=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-git log -1 --format='commit %H %s' 2>/dev/null || true
+if [ -f .deps/commit ]; then echo "commit $(cat .deps/commit)"; else git log -1 --format='commit %H %s' 2>/dev/null || true; fi
 san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on the GPU suites
   local tool=$1 limit=$2 suites=$3; shift 3
   local extra=()
