@@ -2,6 +2,7 @@
 // counts, and the random target at real dims that the target and online benchmarks use.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "graphs/buckets.h"
 #include "model/drafter_spec.h"
 #include "model/target.h"
+#include "runtime/context.h"
+#include "runtime/profile.h"
 
 namespace dflash {
 
@@ -27,10 +30,19 @@ std::unique_ptr<Target> make_bench_target(const TargetSpec& spec, const std::vec
 // counts them (2 x parameters x tokens) plus the causal attention (2 x 2 x S(S+1)/2 x hd x nh).
 double target_forward_flops(const TargetSpec& spec, int64_t B, int64_t S, int64_t layers);
 
+// The profiler's measuring part (apps/bench_profile.cpp): CUPTI graph-node tracking must start
+// before recording; profile_replays times `replay` (which launches `programs`) and prints the
+// table; false when CUPTI missed kernels or the kernels do not account for the replay.
+void profile_track_graph_nodes();
+bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector<std::string>& programs,
+                     const std::function<void()>& replay, int replays, double visible_pairs, const std::string& title,
+                     const std::string& summary_json);
+
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
                        bool checkpointing, bool online);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           bool checkpointing);
-int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda);
+int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda,
+                 bool profile = false);
 
 }  // namespace dflash

@@ -16,26 +16,7 @@
 #include "graphs/update.h"
 #include "runtime/profile.h"
 #include "train/bucket_step.h"
-#ifdef DFLASH_CUDA
-#include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/cupti_profiler.h"
-#endif
 
-#ifndef DFLASH_CUDA
-namespace dflash {
-namespace {
-struct CuptiReplayTimes {
-  std::vector<double> call_ms;
-  double busy_ms = 0, span_ms = 0;
-  int64_t records = 0, unattributed = 0, by_order = 0;
-  std::string unattributed_example;
-};
-void cupti_track_graph_nodes() { DF_FAIL("--cuda: this build has no CUDA backend"); }
-void cupti_start() {}
-CuptiReplayTimes cupti_stop(const ProfileLog&, int64_t) { return {}; }
-}  // namespace
-}  // namespace dflash
-#endif
 
 namespace dflash {
 
@@ -277,10 +258,9 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
   DrafterBench bench(model, buckets, cuda);
   ProfileLog log;
   bench.ctx.attach_profile(&log);
-  if (cuda) cupti_track_graph_nodes();
+  if (cuda) profile_track_graph_nodes();
   bench.build(checkpointing);
   bench.ctx.attach_profile(nullptr);
-  Context& ctx = bench.ctx;
   bool ok = true;
   for (auto& s : bench.steps) {
     const Bucket& b = s->bucket();
@@ -291,77 +271,20 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
     const std::string train_name = DrafterBench::train_name(b);
     const Program& train = bench.engine->program(train_name);
     const Program& upd = bench.engine->program("update");
-    for (int i = 0; i < 3; ++i) train.replay(), upd.replay();  // warm-up
-    ctx.synchronize();
-    for (ProfiledCall& c : log.calls()) c.cpu_ms = 0, c.cpu_runs = 0;
-    std::vector<double> measured;
-    CuptiReplayTimes ct;
-    if (cuda) cupti_start();
-    for (int i = 0; i < replays; ++i) {
-      ctx.synchronize();
-      auto a = Clock::now();
-      if (cuda) {
-#ifdef DFLASH_CUDA
-        measured.push_back(cuda_backend::time_ms(ctx.cuda_stream(), [&] {
-          train.replay();
-          upd.replay();
-        }));
-#endif
-      } else {
-        train.replay();
-        upd.replay();
-        measured.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
-      }
-    }
-    ctx.synchronize();
-    if (cuda) ct = cupti_stop(log, replays);
-    // The calls of this bucket's programs, with their times.
-    std::vector<ProfiledCall> calls;
-    std::vector<double> times;
-    for (size_t i = 0; i < log.calls().size(); ++i) {
-      const ProfiledCall& c = log.calls()[i];
-      if (c.program != train_name && c.program != "update") continue;
-      calls.push_back(c);
-      times.push_back(cuda ? ct.call_ms[i] : c.cpu_ms);
-    }
-    ProfileTableInput in;
-    double mean = 0;
-    for (double m : measured) mean += m / double(measured.size());
-    in.measured_ms = mean;
-    in.visible_pairs = bench.visible_pairs(anchors[0]);
-    in.rows = profile_rows(calls, times, replays, in.visible_pairs);
-    if (cuda) in.idle_ms = std::max(0.0, (ct.span_ms - ct.busy_ms) / double(replays));
     char title[256];
     std::snprintf(title, sizeof title, "profile: %s %lld:%lld on %s, checkpointing %s, %d replays of train + update",
                   model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(),
                   checkpointing ? "on" : "off", replays);
-    std::printf("%s", format_profile_table(title, in).c_str());
-    // Machine-readable rows, and the step's FLOP as ../shared/BENCH.md counts them.
-    for (const ProfileRow& r : in.rows)
-      std::printf("{\"profile_row\":{\"program\":\"%s\",\"phase\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\","
-                  "\"calls\":%lld,\"ms\":%.6f,\"flop\":%.17g,\"bytes\":%.17g}}\n",
-                  r.program.c_str(), r.phase.c_str(), r.op.c_str(), r.shape.c_str(), (long long)r.calls, r.ms, r.flop,
-                  r.bytes);
-    std::printf("{\"profile\":{\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,\"checkpointing\":%s,"
-                "\"measured_ms\":%.6f,\"idle_ms\":%.6f,\"visible_pairs\":%.17g,\"bench_flop\":%.17g}}\n",
-                model.c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
-                checkpointing ? "true" : "false", in.measured_ms, in.idle_ms, in.visible_pairs,
-                step_flops(bench.spec, b, anchors[0]));
-    if (cuda)
-      std::printf("CUPTI: %lld activity records over %d replays (%lld attributed by launch order); %s\n",
-                  (long long)ct.records, replays, (long long)ct.by_order, log.node_report().c_str());
-    if (cuda && ct.unattributed > 0) {
-      std::printf("ERROR: %lld of %lld GPU activity records belong to no recorded call (e.g. %s)\n",
-                  (long long)ct.unattributed, (long long)ct.records, ct.unattributed_example.c_str());
-      ok = false;
-    }
-    const double mismatch = profile_mismatch(in);
-    if (mismatch > 0.05) {
-      std::printf("ERROR: the kernels account for %.3f ms of a measured %.3f ms replay (%.1f%% apart, more than 5%%): "
-                  "the profile is not trustworthy\n",
-                  mean * (1 - mismatch), mean, 100 * mismatch);
-      ok = false;
-    }
+    char summary[512];
+    std::snprintf(summary, sizeof summary,
+                  "\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,\"checkpointing\":%s,"
+                  "\"bench_flop\":%.17g",
+                  model.c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
+                  checkpointing ? "true" : "false", step_flops(bench.spec, b, anchors[0]));
+    ok = profile_replays(bench.ctx, log, cuda, {train_name, "update"}, [&] {
+           train.replay();
+           upd.replay();
+         }, replays, bench.visible_pairs(anchors[0]), title, summary) && ok;
   }
   return ok ? 0 : 1;
 }

@@ -55,7 +55,7 @@ double target_forward_flops(const TargetSpec& s, int64_t B, int64_t S, int64_t l
   return double(layers) * (per_token_layer * tokens + attention);
 }
 
-int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda) {
+int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda, bool profile) {
   DF_CHECK(model == "qwen3-8b", "dflash-bench target: --model=" << model << "; only qwen3-8b (Qwen3-8B dims)");
   DF_CHECK(cuda, "dflash-bench target: Qwen3-8B dims need a GPU (16 GB of bf16 weights); add --cuda");
   const Device dev = cuda ? Device::cuda(0) : Device::cpu();
@@ -91,7 +91,27 @@ int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int
     engine.add("features/" + std::to_string(S), Bucket{S, 1, 1},
                [t, x, deepest](bool) { ops::copy_(x.out_feat, t->layer_outputs(x.ids, deepest + 1).back()); }, false);
   }
+  ProfileLog log;
+  if (profile) {
+    ctx.attach_profile(&log);
+    profile_track_graph_nodes();
+  }
   engine.build(available_memory_bytes(dev));
+  ctx.attach_profile(nullptr);
+  if (profile) {
+    bool ok = true;
+    for (int64_t S : seqs) {
+      const std::string name = "target/" + std::to_string(S);
+      const Program& p = engine.program(name);
+      const std::string title = "profile: target forward at Qwen3-8B dims, seq " + std::to_string(S) + ", all " +
+                                std::to_string(spec.num_hidden_layers) + " layers, on " + dev.str();
+      char summary[256];
+      std::snprintf(summary, sizeof summary, "\"target\":\"qwen3-8b\",\"seq\":%lld,\"flop\":%.17g", (long long)S,
+                    target_forward_flops(spec, 1, S, spec.num_hidden_layers));
+      ok = profile_replays(ctx, log, cuda, {name}, [&] { p.replay(); }, steps, 0.0, title, summary) && ok;
+    }
+    return ok ? 0 : 1;
+  }
   std::printf("target at Qwen3-8B dims (36 layers, 32/8 heads of 128, random bf16 weights) on %s; arena %.2f GiB\n",
               dev.str().c_str(), double(engine.arena_bytes()) / double(1ull << 30));
   std::printf("%-8s %-28s %10s %12s %14s\n", "seq", "program", "ms", "TFLOP/s", "TFLOP/s(2PN)");

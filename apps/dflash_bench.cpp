@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
     int steps = 20, replays = 5;
-    bool cuda = false, checkpointing = true, online = false;
+    bool cuda = false, checkpointing = true, online = false, target = false;
     std::vector<int64_t> seqs;
     std::string model = "small";
     std::vector<Bucket> buckets;
@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
       else if (a == "--cuda") cuda = true;
       else if (a == "--no-checkpointing") checkpointing = false;
       else if (a == "--online") online = true;
+      else if (a == "--target") target = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
       else if (a.rfind("--model=", 0) == 0) model = a.substr(8);
       else if (a.rfind("--bucket=", 0) == 0) {
@@ -160,6 +161,10 @@ int main(int argc, char** argv) {
       if (seqs.empty()) seqs = {1024, 4096, 16384};
       return bench_target(model == "small" ? "qwen3-8b" : model, seqs, steps, cuda);
     }
+    if (cmd == "profile" && target) {
+      if (seqs.empty()) seqs = {4096};
+      return bench_target(model == "small" ? "qwen3-8b" : model, seqs, replays, cuda, true);
+    }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
       return bench_drafter_profile(model, buckets, replays, cuda, checkpointing);
@@ -172,7 +177,8 @@ int main(int argc, char** argv) {
                  "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
-                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n");
+                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n"
+                 "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());
