@@ -55,8 +55,8 @@ for s in "${steps[@]}"; do
       '--model=qwen3-8b --bucket=4096:512 --no-checkpointing' '--model=qwen3-8b --bucket=1024:128' \
       '--model=qwen3-8b --bucket=65536:512' '--model=small --bucket=512:64'; do \
       ./build/dflash-bench profile --cuda \$a || rc=1; done; exit \$rc" ;;
-    target) step target timeout 300 ./build/dflash-bench target --cuda --model=qwen3-8b --seq=1024 --seq=4096 \
-      --seq=16384 --steps=10 && ./build/dflash-bench profile --cuda --target --seq=4096 ;;
+    target) step target timeout 300 bash -c "./build/dflash-bench target --cuda --model=qwen3-8b --seq=1024 \
+      --seq=4096 --seq=16384 --steps=10 && ./build/dflash-bench profile --cuda --target --seq=4096" ;;
     online) step online timeout 300 ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 \
       --steps=20 ;;
     bench-small) step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 \
