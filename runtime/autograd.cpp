@@ -36,6 +36,13 @@ std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t) {
   return {g, true};
 }
 
+bool NodeGrads::adopt(const Tensor& t, const Tensor& grad) {
+  if (!t.defined() || !t.requires_grad() || t.is_leaf() || !grad.defined() || grads_.count(t.id())) return false;
+  if (grad.dtype() != grad_dtype(t) || grad.shape() != t.shape()) return false;
+  grads_.emplace(t.id(), grad);
+  return true;
+}
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!Context::current().grad_enabled()) return false;
   for (const Tensor* t : inputs)

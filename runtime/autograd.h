@@ -52,6 +52,10 @@ class NodeGrads {
   // now, not zeroed: the op must overwrite it, e.g. a GEMM with beta 0); otherwise the
   // accumulating buffer of in() and false.
   std::pair<Tensor, bool> in_overwritable(const Tensor& t);
+  // Makes `grad` itself t's gradient buffer when t (a non-leaf that requires grad) has none yet:
+  // no copy, no zero fill. The caller must not write `grad` afterwards except through t's slot.
+  // False (nothing done) otherwise.
+  bool adopt(const Tensor& t, const Tensor& grad);
 
  private:
   std::unordered_map<uint64_t, Tensor>& grads_;

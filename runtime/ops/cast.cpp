@@ -45,7 +45,7 @@ Tensor cast(const Tensor& x, DType to) {
 
   if (needs_grad({&x})) {
     // dx (grad_dtype(x)) += dy (y's gradient dtype), summed in f32 and rounded once to dx's dtype.
-    record_node(kOp, {&y}, [x](NodeGrads& g) {
+    record_node(kOp, {&y}, [x = grad_key(x)](NodeGrads& g) {
       Tensor dy = g.out(0), dx = g.in(x);
       if (dy.defined() && dx.defined()) accumulate_(dx, dy);
     });

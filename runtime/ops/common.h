@@ -27,6 +27,16 @@ inline Tensor view_of(const Tensor& t, const Shape& shape, size_t extra_offset =
   return Tensor(std::move(impl));
 }
 
+// What a backward rule needs of an input whose values it never reads: identity, shape, dtype and
+// gradient flags (a leaf as it is: persistent), without holding the input's storage, so the
+// activation is freed as soon as nothing else reads it.
+inline Tensor grad_key(const Tensor& t) {
+  if (!t.defined() || t.is_leaf()) return t;
+  auto impl = std::make_shared<TensorImpl>(t.impl());
+  impl->storage.reset();
+  return Tensor(std::move(impl));
+}
+
 inline float* f32(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
 // CUDA kernels take untyped pointers with a bf16 flag per pointer.

@@ -60,7 +60,7 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
   }
 
   if (grad) {
-    record_node("concat", {&y}, [a, b, outer, a_elems, b_elems](NodeGrads& g) {
+    record_node("concat", {&y}, [a = grad_key(a), b = grad_key(b), outer, a_elems, b_elems](NodeGrads& g) {
       Tensor dy = g.out(0), da = g.in(a), db = g.in(b);
       if (!dy.defined() || (!da.defined() && !db.defined())) return;
       note_io({&dy}, {}, {&da, &db});

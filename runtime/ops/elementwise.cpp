@@ -34,10 +34,17 @@ Tensor add(const Tensor& a, const Tensor& b) {
 #endif
   }
   if (needs_grad({&a, &b})) {
-    record_node("add", {&y}, [a, b](NodeGrads& g) {
+    // The rule reads neither input: keys only, so both activations can be freed early. The
+    // first input takes dy itself as its gradient when it has none yet; the second gets a copy.
+    record_node("add", {&y}, [a = grad_key(a), b = grad_key(b)](NodeGrads& g) {
       Tensor dy = g.out(0);
-      if (Tensor da = g.in(a); da.defined()) accumulate_(da, dy);
-      if (Tensor db = g.in(b); db.defined()) accumulate_(db, dy);
+      if (!dy.defined()) return;
+      if (!g.adopt(a, dy))
+        if (Tensor da = g.in(a); da.defined()) accumulate_(da, dy);
+      if (auto [db, fresh] = g.in_overwritable(b); db.defined()) {
+        if (fresh) copy_(db, dy);
+        else accumulate_(db, dy);
+      }
     });
   }
   return y;
@@ -98,7 +105,7 @@ Tensor scale(const Tensor& a, float s) {
 #endif
   }
   if (needs_grad({&a})) {
-    record_node("scale", {&y}, [a, s, n](NodeGrads& g) {
+    record_node("scale", {&y}, [a = grad_key(a), s, n](NodeGrads& g) {
       if (on_cpu()) {
         const float* dy = f32(g.out(0));
         if (float* da = f32(g.in(a))) ctx().launch([=] { kernels::cpu::scale_backward(dy, s, da, n); });

@@ -47,7 +47,7 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq) {
   }
 
   if (needs_grad({&x})) {
-    record_node("rope", {&y}, [x, positions, inv_freq, rows, heads, hd](NodeGrads& g) {
+    record_node("rope", {&y}, [x = grad_key(x), positions, inv_freq, rows, heads, hd](NodeGrads& g) {
       Tensor dy = g.out(0), dx = g.in(x);
       if (!dy.defined() || !dx.defined()) return;
       const float* pf = f32(inv_freq);
