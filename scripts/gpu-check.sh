@@ -3,7 +3,10 @@
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
-# synccheck, initcheck, profile (4096:512 and others), bench-small, bench-qwen3-8b, bench-long,
+# synccheck, initcheck, attention (kernel versions 1 against 2: correctness and speed at 4096:512,
+# 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
+# op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), bench-small,
+# bench-qwen3-8b, bench-long,
 # anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
 # from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh).
@@ -49,6 +52,9 @@ for s in "${steps[@]}"; do
     racecheck) step racecheck san racecheck 560 'gpu-sanitize,gpu-misc' ;;
     synccheck) step synccheck san synccheck 560 'gpu-sanitize,gpu-attention,gpu-misc' ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;
+    attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
+    attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \
+      && DFLASH_ATTENTION=v1 ./build/dflash-tests --test-suite='gpu-attention'" ;;
     profile) step profile timeout 400 bash -c "./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 \
       && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 --no-checkpointing \
       && ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 \
