@@ -1,13 +1,15 @@
 // dflash-bench attention: the DFlash attention kernels alone, version 1 (mma.sync) against version 2
 // (wgmma, sm_90a), on random bf16 q, k, v, dout and sorted random anchors (all kept) built on the
 // host and copied to the GPU. Checks v2 against v1 (forward output and lse; dq, dk, dv from the
-// same out and lse), that v2's backward gives the same bits twice, and reports the median forward
-// and backward times of both (CUDA events) with TFLOP/s counted as the anchors count: forward
-// 4 * hd * heads per visible (query, key) pair, backward 2.5x that.
+// same out and lse; dk, dv also with v2's dk/dv kernel forced into each mode), that v2's backward
+// gives the same bits twice, and reports the median forward and backward times (CUDA events) with
+// TFLOP/s counted as the anchors count: forward 4 * hd * heads per visible (query, key) pair,
+// backward 2.5x that.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -184,6 +186,17 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   backward(2, out1, lse1);
   cuda_backend::synchronize(stream);
   const bool same_bits = to_bytes(dq) == b2q && to_bytes(dk) == b2k && to_bytes(dv) == b2v;
+  // v2's dk/dv kernel in each of its modes, forced (DFLASH_ATTENTION_DKDV), against v1.
+  const char* modes[2] = {"shared", "split"};
+  double d_mode[2] = {0, 0};
+  for (int m = 0; m < 2; ++m) {
+    setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
+    zero_grads();
+    backward(2, out1, lse1);
+    cuda_backend::synchronize(stream);
+    d_mode[m] = std::max(rel_diff(to_floats_bf16(dk), g1k), rel_diff(to_floats_bf16(dv), g1v));
+  }
+  unsetenv("DFLASH_ATTENTION_DKDV");
 
   // Timing: warm-up, then the median of reps event-timed calls per version.
   Timing t[3] = {};
@@ -198,6 +211,15 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     }
     t[version] = {median(f), median(b)};
   }
+  double bwd_mode_ms[2] = {0, 0};
+  for (int m = 0; m < 2; ++m) {
+    setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
+    backward(2, out2, lse2);
+    std::vector<double> b;
+    for (int i = 0; i < reps; ++i) b.push_back(cuda_backend::time_ms(stream, [&] { backward(2, out2, lse2); }));
+    bwd_mode_ms[m] = median(b);
+  }
+  unsetenv("DFLASH_ATTENTION_DKDV");
   const double tf = flops * 1e-9, tb = 2.5 * flops * 1e-9;  // GFLOP per ms = TFLOP/s
   std::printf("\nshape: batch %lld, seq %lld, anchors %lld (bs %lld, %lld query rows), heads %lld, kv heads %lld, "
               "head dim %lld; forward %.1f GFLOP, backward %.1f GFLOP (counted)\n",
@@ -210,13 +232,19 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   for (int version : {1, 2})
     std::printf("v%-7d %12.3f %12.1f %12.3f %12.1f\n", version, t[version].fwd_ms, tf / t[version].fwd_ms,
                 t[version].bwd_ms, tb / t[version].bwd_ms);
+  for (int m = 0; m < 2; ++m)
+    std::printf("v2 %-6s %12s %12s %12.3f %12.1f   (dk/dv forced %s; dk, dv vs v1 %.2e)\n", modes[m], "", "",
+                bwd_mode_ms[m], tb / bwd_mode_ms[m], modes[m], d_mode[m]);
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
-              "\"diff_out\":%.3e,\"diff_dq\":%.3e,\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
+              "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"diff_out\":%.3e,\"diff_dq\":%.3e,"
+              "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
-              t[2].fwd_ms, t[2].bwd_ms, d_out, d_dq, d_dk, d_dv, same_bits ? "true" : "false");
-  const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits;
+              t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], d_out, d_dq, d_dk, d_dv,
+              same_bits ? "true" : "false");
+  const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
+                  d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2;
   if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, or is not deterministic\n");
   return ok ? 0 : 1;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "graphs/program.h"
@@ -325,9 +326,28 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
     REQUIRE_GPU();
-    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128") {
-      check_versions({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)},
-                     600);
+    // Version 2's dk/dv kernel picks its mode by size (shared for the drafter's shape below, split
+    // for the small ones); the first two cases run in both modes.
+    struct DkdvMode {
+      explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
+      ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; dk/dv shared and split") {
+      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
+      for (const char* mode : {"shared", "split"}) {
+        INFO("dk/dv mode " << mode);
+        DkdvMode forced(mode);
+        check_versions(c, 600);
+      }
+    }
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; dk/dv shared and split") {
+      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+      for (const char* mode : {"shared", "split"}) {
+        INFO("dk/dv mode " << mode);
+        DkdvMode forced(mode);
+        check_versions(c, 605);
+      }
     }
     SUBCASE("B 2, S 3000, N 96, GQA 4, dropped blocks (first, middle, last)") {
       Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};

@@ -193,7 +193,9 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // environment variable DFLASH_ATTENTION=v1|v2 picks one (default v2); it is read once, at the
 // first launch. `version` (0: that choice) overrides it per call, e.g. for an A/B benchmark.
 // v2 runs fastest when each sequence's anchors are sorted ascending (the data pipeline's order);
-// any order gives the same results.
+// any order gives the same results. v2's dk/dv kernel has two modes, equal up to rounding: shared
+// (128 keys per CTA) and split (64 keys per CTA, for grids that would not fill the GPU); it picks
+// by size unless DFLASH_ATTENTION_DKDV=shared|split (read at every launch, a tuning knob) says.
 struct DflashAttentionDims {
   int64_t B, S, N, bs, nh, nkv, hd, key_tile;
   float scale;

@@ -27,6 +27,8 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/dflash_attention.cuh"
 #include "kernels/cuda/dflash_attention_sm90.h"
@@ -44,7 +46,6 @@ constexpr int kThreads = 256;              // two warpgroups
 constexpr int kRows = 64;                  // rows of every tile: a warpgroup's M, a key tile, a row chunk
 constexpr int kCtaRows = 2 * kRows;        // query rows (forward, dq) or keys (dk/dv) of a CTA
 constexpr int kStages = 3;                 // forward: K and V tiles; dq: K/V tile pairs; dk/dv: row chunks
-constexpr int kMetaBytes = kStages * 4 * kRows * 4;  // dk/dv: lse, D, anchor, keep per chunk row
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -249,16 +250,16 @@ __device__ __forceinline__ void load_a_frag(uint32_t (&r)[4], uint32_t tile, int
 // ---- Staging ----
 
 // Rows 0..63 of the [64][HDP] tiles t0 (from s0) and t1 (from s1, if not null): row r from element
-// offset off(r) (-1: a zero row); columns >= hd are zero. Thread tix of kThreads; complete after
-// cp_wait, fence_async_shared and __syncthreads.
-template <int HDP, class Off>
+// offset off(r) (-1: a zero row); columns >= hd are zero. Thread tix of NT; complete after
+// cp_wait, fence_async_shared and a barrier over the NT threads.
+template <int HDP, int NT = kThreads, class Off>
 __device__ __forceinline__ void stage_rows(uint32_t t0, const bf16_t* s0, uint32_t t1, const bf16_t* s1, int tix,
                                            int hd, Off off) {
-  constexpr int kPieces = HDP / 8, kPer = kRows * kPieces / kThreads;
-  static_assert(kRows * kPieces % kThreads == 0, "tile pieces must split evenly over the threads");
+  constexpr int kPieces = HDP / 8, kPer = kRows * kPieces / NT;
+  static_assert(kRows * kPieces % NT == 0, "tile pieces must split evenly over the threads");
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
-    const int id = tix + j * kThreads, row = id / kPieces, piece = id % kPieces;
+    const int id = tix + j * NT, row = id / kPieces, piece = id % kPieces;
     const int64_t o = off(row);
     const bool ok = o >= 0 && piece * 8 < hd;
     const int64_t at = ok ? o + piece * 8 : 0;
@@ -266,6 +267,12 @@ __device__ __forceinline__ void stage_rows(uint32_t t0, const bf16_t* s0, uint32
     cp16(t0 + dst, s0 + at, ok);
     if (s1 != nullptr) cp16(t1 + dst, s1 + at, ok);
   }
+}
+
+// Barrier over the 128 threads of warpgroup wg (ids 1 and 2; __syncthreads is id 0).
+__device__ __forceinline__ void wg_barrier(int wg) {
+  if (wg == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
 
 __device__ __forceinline__ int clamp_anchor(int32_t raw, int S) { return raw < 0 ? 0 : (raw > S ? S : int(raw)); }
@@ -729,52 +736,76 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
 
 // ---- Backward: dk, dv ----
 
-// K, V [2 warpgroups], then kStages pairs of Q and dO chunks, of [64][HDP]; then per stage the
-// chunk rows' lse, D, anchor and keep (4 x 64 words).
-template <int HDP>
+// Two modes. Shared (SPLIT = false): a CTA owns 128 keys, 64 per warpgroup, and both warpgroups
+// use each chunk of 64 query rows, staged once (one pipeline, kStages deep). Split (SPLIT = true,
+// for grids too small to fill the GPU, where the keys seen by every block dominate): a CTA owns 64
+// keys, shared by both warpgroups, and warpgroup w takes chunks w, w+2, ... through its own
+// pipeline (2 stages, its own barrier); at the end the two partial sums are added in a fixed order
+// (warpgroup 0's, then warpgroup 1's) through shared memory.
+template <bool SPLIT>
+struct DkdvMode {
+  static constexpr int kKeys = SPLIT ? kRows : kCtaRows;  // keys per CTA
+  static constexpr int kKeyTiles = kKeys / kRows;
+  static constexpr int kPipes = SPLIT ? 2 : 1;       // chunk pipelines
+  static constexpr int kPipeThreads = kThreads / kPipes;
+  static constexpr int kDepth = SPLIT ? 2 : kStages;  // stages per pipeline
+  static constexpr int kAhead = kDepth - 1;           // chunks in flight ahead of the one computed
+};
+
+// K, V [key tiles], then per pipeline kDepth pairs of Q and dO chunks, of [64][HDP]; then per
+// pipeline and stage the chunk rows' lse, D, anchor and keep (4 x 64 words).
+template <int HDP, bool SPLIT>
 constexpr int dkdv_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * (4 + 2 * kStages) + kMetaBytes;
+  using M = DkdvMode<SPLIT>;
+  return 1024 + int(tile_bytes(kRows, HDP)) * (2 * M::kKeyTiles + 2 * M::kPipes * M::kDepth) +
+         M::kPipes * M::kDepth * 4 * kRows * 4;
 }
 
 // Grid: B * nkv * nctx context CTAs (key range 0 first: nearly every block sees it), then
-// B * nkv * ndraft draft CTAs; each owns 128 keys of (b, g), 64 per warpgroup. The CTA walks the
-// rows [first * rpk, (last + 1) * rpk) of the first and last kept blocks that see any of its keys
-// (context key k: anchor > k; draft key: its own block), in chunks of 64 rows. Per chunk and
-// warpgroup: S^T = K Q^T and dP^T = V dO^T (wgmma, K and V as shared A operands), P^T = exp2(S^T
-// * scale * log2e - lse * log2e) where the row sees the key, else 0; dS^T = P^T (dP^T - D);
-// dV += P^T dO and dK += dS^T Q (P^T, dS^T as register fragments, dO and Q read MN-major). A
-// chunk none of whose rows sees the warpgroup's keys is skipped, one that sees them all is not
-// masked. At the end dv += dV and dk += scale * dK, each element by one thread.
-template <int HDP>
+// B * nkv * ndraft draft CTAs, of kKeys keys each. The CTA walks the rows [first * rpk,
+// (last + 1) * rpk) of the first and last kept blocks that see any of its keys (context key k:
+// anchor > k; draft key: its own block), in chunks of 64 rows. Per chunk and warpgroup: S^T =
+// K Q^T and dP^T = V dO^T (wgmma, K and V as shared A operands), P^T = exp2(S^T * scale * log2e -
+// lse * log2e) where the row sees the key, else 0; dS^T = P^T (dP^T - D); dV += P^T dO and dK +=
+// dS^T Q (P^T, dS^T as register fragments, dO and Q read MN-major). A chunk none of whose rows
+// sees the warpgroup's keys is skipped, one that sees them all is not masked. At the end dv += dV
+// and dk += scale * dK, each element by one thread.
+template <int HDP, bool SPLIT>
 __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
+  using M = DkdvMode<SPLIT>;
   constexpr int NO = HDP / 2, KS = HDP / 16;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   __shared__ int s_first, s_last;
-  const uint32_t raw = smem_u32(smem_raw), sK = (raw + 1023u) & ~1023u, sV = sK + 2 * TB, sQ = sV + 2 * TB,
-                 sO = sQ + kStages * TB, sMeta = sO + kStages * TB;
-  const unsigned char* meta = smem_raw + (sMeta - raw);  // the same bytes through a generic pointer
+  const uint32_t raw = smem_u32(smem_raw), sK = (raw + 1023u) & ~1023u, sV = sK + M::kKeyTiles * TB,
+                 sPipes = sV + M::kKeyTiles * TB, sMeta = sPipes + M::kPipes * M::kDepth * 2 * TB;
   const Geometry& G = p.G;
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd), S = int(G.S), bs = int(G.bs), N = int(G.N);
+  // This thread's pipeline and its index there; the pipeline's Q and dO chunk tiles (stage i at
+  // + 2i TB and + (2i + 1) TB) and its meta words (stage i, field f, row r: 4 (4 (i) + f) 64 + 4r).
+  const int pipe = SPLIT ? wg : 0, ptid = SPLIT ? tid & 127 : tid;
+  const uint32_t sChunks = sPipes + uint32_t(pipe * M::kDepth * 2) * TB;
+  const uint32_t sPipeMeta = sMeta + uint32_t(pipe * M::kDepth * 4 * kRows * 4);
+  const unsigned char* meta = smem_raw + (sPipeMeta - raw);  // the same bytes through a generic pointer
 
   const int per = int(G.B * G.nkv);
   int bid = int(blockIdx.x);  // the grid is < 2^31 CTAs
   const bool ctx = bid < per * p.nctx;
   if (!ctx) bid -= per * p.nctx;
   const int range = bid / per, b = (bid % per) / int(G.nkv), g = (bid % per) % int(G.nkv);
-  const int key0 = ctx ? range * kCtaRows : S + range * kCtaRows, kend = ctx ? S : S + int(G.T);
+  const int key0 = ctx ? range * M::kKeys : S + range * M::kKeys, kend = ctx ? S : S + int(G.T);
   const int32_t *anchors = p.anchors + int64_t(b) * N, *keep = p.keep + int64_t(b) * N;
 
-  // The first and last kept blocks that see a key of [key0, key0 + 128): integer min and max, so
-  // the answer does not depend on the order of the atomics.
+  // The first and last kept blocks that see a key of [key0, key0 + kKeys): integer min and max,
+  // so the answer does not depend on the order of the atomics.
   if (tid == 0) s_first = N, s_last = -1;
   __syncthreads();
   if (ctx) {
     for (int a = tid; a < N; a += kThreads)
       if (keep[a] != 0 && clamp_anchor(anchors[a], S) > key0) atomicMin(&s_first, a), atomicMax(&s_last, a);
   } else {
-    const int a_lo = (key0 - S) / bs, a_hi = min(N - 1, (key0 - S + kCtaRows - 1) / bs);
+    const int a_lo = (key0 - S) / bs, a_hi = min(N - 1, (key0 - S + M::kKeys - 1) / bs);
     for (int a = a_lo + tid; a <= a_hi; a += kThreads)
       if (keep[a] != 0) atomicMin(&s_first, a), atomicMax(&s_last, a);
   }
@@ -782,52 +813,67 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   const int first = s_first, last = s_last;
   if (first > last) return;  // no row sees these keys: their gradients get nothing
   const int Rb = first * p.rpk, Re = (last + 1) * p.rpk, nch = (Re - Rb + kRows - 1) / kRows;
+  // This pipeline's chunks: i = 0 .. nloc-1 is chunk ch(i).
+  const int nloc = SPLIT ? (nch - pipe + 1) / 2 : nch;
+  auto chunk_of = [&](int i) { return SPLIT ? 2 * i + pipe : i; };
 
   const int64_t kv_base = (int64_t(b) * G.keys * G.nkv + g) * G.hd;
   const int kv_stride = int(G.nkv * G.hd);
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < M::kKeyTiles; ++h)
     stage_rows<HDP>(sK + uint32_t(h) * TB, p.k, sV + uint32_t(h) * TB, p.v, tid, hd, [&](int r) -> int64_t {
       const int key = key0 + h * kRows + r;
       return key < kend ? kv_base + int64_t(key) * kv_stride : -1;
     });
-  auto stage_chunk = [&](int ch) {
-    if (ch >= nch) return;
-    const int stg = ch % kStages, R0 = Rb + ch * kRows;
-    stage_rows<HDP>(sQ + uint32_t(stg) * TB, p.q, sO + uint32_t(stg) * TB, p.dout, tid, hd, [&](int r) -> int64_t {
-      int64_t li;
-      return R0 + r < Re ? query_offset(p, b, g, R0 + r, &li) : -1;
-    });
-    // One word per thread: row r's lse, D, anchor or keep (kThreads = 4 * kRows).
-    const int r = tid & (kRows - 1), field = tid >> 6, R = R0 + r;
-    const void* src = keep;
-    if (R < Re) {
-      const int a = R / p.rpk;
-      int64_t li;
-      query_offset(p, b, g, R, &li);
-      const void* lse_or_d = field == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
-      const void* anchor_or_keep = field == 2 ? anchors + a : keep + a;
-      src = field < 2 ? lse_or_d : anchor_or_keep;
+  auto stage_chunk = [&](int i) {  // chunk ch(i) into stage i % kDepth, by the pipeline's threads
+    if (i >= nloc) return;
+    const int stg = i % M::kDepth, R0 = Rb + chunk_of(i) * kRows;
+    stage_rows<HDP, M::kPipeThreads>(sChunks + uint32_t(2 * stg) * TB, p.q, sChunks + uint32_t(2 * stg + 1) * TB,
+                                     p.dout, ptid, hd, [&](int r) -> int64_t {
+                                       int64_t li;
+                                       return R0 + r < Re ? query_offset(p, b, g, R0 + r, &li) : -1;
+                                     });
+    // Row r's lse, D, anchor and keep: 4 * 64 words, kThreads / M::kPipeThreads per thread.
+#pragma unroll
+    for (int x = ptid; x < 4 * kRows; x += M::kPipeThreads) {
+      const int r = x & (kRows - 1), field = x >> 6, R = R0 + r;
+      const void* src = keep;
+      if (R < Re) {
+        const int a = R / p.rpk;
+        int64_t li;
+        query_offset(p, b, g, R, &li);
+        const void* lse_or_d = field == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
+        const void* anchor_or_keep = field == 2 ? anchors + a : keep + a;
+        src = field < 2 ? lse_or_d : anchor_or_keep;
+      }
+      cp4(sPipeMeta + uint32_t((stg * 4 + field) * kRows + r) * 4u, src, R < Re);
     }
-    cp4(sMeta + uint32_t((stg * 4 + field) * kRows + r) * 4u, src, R < Re);
   };
   stage_chunk(0);
-  cp_commit();
-  stage_chunk(1);
-  cp_commit();
+  cp_commit();  // with K and V
+#pragma unroll
+  for (int i = 1; i < M::kAhead; ++i) {
+    stage_chunk(i);
+    cp_commit();
+  }
+  cp_wait<M::kAhead - 1>();  // K, V and chunk 0 of every pipeline
+  fence_async_shared();
+  __syncthreads();
 
   const float sc = G.scale * kLog2e;
-  const int wk0 = key0 + wg * kRows;                                 // the warpgroup's first key
+  const int wk0 = key0 + (SPLIT ? 0 : wg * kRows);                    // the warpgroup's first key
   const int kidx[2] = {wk0 + warp * 16 + gq, wk0 + warp * 16 + gq + 8};  // the thread's two keys
+  const uint32_t kt = sK + uint32_t(SPLIT ? 0 : wg) * TB, vt = sV + uint32_t(SPLIT ? 0 : wg) * TB;
   float dv[NO] = {}, dk[NO] = {};       // (64 keys, HDP): sum of P^T dO, sum of dS^T Q
   float st[32] = {}, dpt[32] = {};      // (64 keys, 64 rows): S^T then P^T; dP^T then dS^T
-  for (int ch = 0; ch < nch; ++ch) {
-    cp_wait<1>();  // chunk ch (and K, V) landed (this thread's copies)
+  for (int i = 0; i < nloc; ++i) {
+    cp_wait<M::kAhead - 1>();  // chunk i landed (this thread's copies)
     fence_async_shared();
-    __syncthreads();  // everyone's copies landed; every warpgroup is done with chunk ch-1
-    stage_chunk(ch + 2);
+    if (SPLIT) wg_barrier(wg);  // the pipeline's copies landed; it is done with chunk i-1
+    else __syncthreads();
+    stage_chunk(i + M::kAhead);
     cp_commit();
-    const int stg = ch % kStages;
+    const int stg = i % M::kDepth, ch = chunk_of(i);
     const float* mlse = reinterpret_cast<const float*>(meta) + (stg * 4 + 0) * kRows;
     const float* mD = reinterpret_cast<const float*>(meta) + (stg * 4 + 1) * kRows;
     const int* manc = reinterpret_cast<const int*>(meta) + (stg * 4 + 2) * kRows;
@@ -850,8 +896,7 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     const int wk1 = wk0 + kRows;
     if (!__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) continue;
     const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
-    const uint32_t qt = sQ + uint32_t(stg) * TB, ot = sO + uint32_t(stg) * TB;
-    const uint32_t kt = sK + uint32_t(wg) * TB, vt = sV + uint32_t(wg) * TB;
+    const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
     pin(st);
     pin(dpt);
     wg_fence();
@@ -879,13 +924,13 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
         }
       }
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int i2 = 0; i2 < 2; ++i2)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int x = 4 * j + 2 * i + e;
+          const int x = 4 * j + 2 * i2 + e;
           const float lse2 = (e ? l2.y : l2.x) * kLog2e, d = e ? d2.y : d2.x;
           const float pr = attn::exp2_ftz(fmaf(st[x], sc, -lse2));
-          const bool vis = full | ((kidx[i] >= lo[e]) & (kidx[i] < hi[e]));
+          const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] < hi[e]));
           st[x] = vis ? pr : 0.0f;
           dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;
         }
@@ -906,44 +951,66 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], mnmajor_desc(qt, kRows, 0, kk), 1);
     wg_commit();
-    wg_wait<0>();  // chunk ch's buffers may be refilled after the next barrier
+    wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier
     pin(dv);
     pin(dk);
   }
+  if constexpr (SPLIT) {
+    // Warpgroup 1 hands its sums to warpgroup 0 through its own (idle) pipeline buffers, element
+    // e of thread t at float e * 128 + t; warpgroup 0 adds them to its own in that fixed order.
+    float* xchg = reinterpret_cast<float*>(smem_raw + (sPipes + uint32_t(M::kDepth * 2) * TB - raw));
+    static_assert(2 * NO * 128 * 4 <= int(2 * M::kDepth * TB), "the exchange fits a pipeline's buffers");
+    if (wg == 1) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int key = kidx[i];
+      for (int e = 0; e < NO; ++e) xchg[e * 128 + ptid] = dv[e], xchg[(NO + e) * 128 + ptid] = dk[e];
+    }
+    __syncthreads();
+    if (wg == 1) return;
+#pragma unroll
+    for (int e = 0; e < NO; ++e) dv[e] += xchg[e * 128 + ptid], dk[e] += xchg[(NO + e) * 128 + ptid];
+  }
+#pragma unroll
+  for (int i2 = 0; i2 < 2; ++i2) {
+    const int key = kidx[i2];
     if (key >= kend) continue;
     const int64_t base = kv_base + int64_t(key) * kv_stride;
 #pragma unroll
     for (int j = 0; j < HDP / 8; ++j) {
       const int col = 8 * j + 2 * tq;
       if (col >= hd) break;
-      if (p.dv != nullptr) add_pair(p.dv, p.dv_bf16, base + col, dv[4 * j + 2 * i], dv[4 * j + 2 * i + 1]);
+      if (p.dv != nullptr) add_pair(p.dv, p.dv_bf16, base + col, dv[4 * j + 2 * i2], dv[4 * j + 2 * i2 + 1]);
       if (p.dk != nullptr)
-        add_pair(p.dk, p.dk_bf16, base + col, G.scale * dk[4 * j + 2 * i], G.scale * dk[4 * j + 2 * i + 1]);
+        add_pair(p.dk, p.dk_bf16, base + col, G.scale * dk[4 * j + 2 * i2], G.scale * dk[4 * j + 2 * i2 + 1]);
     }
   }
 }
 
 // ---- Launchers ----
 
-// sm_90a machine code runs on compute capability 9.0 only. Cached per device.
-bool device_is_sm90() {
-  static std::atomic<int> known[64];  // 0: not asked yet, 1: sm_90, 2: other
+// sm_90a machine code runs on compute capability 9.0 only; the SM count sizes the dk/dv grid.
+// Both asked once per device.
+struct DeviceInfo {
+  bool sm90;
+  int sms;
+};
+DeviceInfo device_info() {
+  static std::atomic<int> known[64];  // 0: not asked yet, else 1 + 2 * sms + (sm90 ? 1 : 0)
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaGetDevice(&dev) != cudaSuccess) return {false, 0};
   auto ask = [dev] {
-    int major = 0, minor = 0;
+    int major = 0, minor = 0, sms = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-      return 2;
-    return major == 9 && minor == 0 ? 1 : 2;
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 1;
+    return 1 + 2 * sms + (major == 9 && minor == 0 ? 1 : 0);
   };
-  if (dev < 0 || dev >= 64) return ask() == 1;
-  int v = known[dev].load(std::memory_order_relaxed);
-  if (v == 0) known[dev].store(v = ask(), std::memory_order_relaxed);
-  return v == 1;
+  int v = dev >= 0 && dev < 64 ? known[dev].load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    v = ask();
+    if (dev >= 0 && dev < 64) known[dev].store(v, std::memory_order_relaxed);
+  }
+  return {((v - 1) & 1) != 0, (v - 1) / 2};
 }
 
 Params base_params(const void* q, const void* k, const void* v, const int32_t* anchors, const int32_t* keep,
@@ -958,8 +1025,6 @@ Params base_params(const void* q, const void* k, const void* v, const int32_t* a
   p.rpk = int(p.G.rows_per_kv);
   p.NR = int(p.G.N) * p.rpk;
   p.nct = (p.NR + kCtaRows - 1) / kCtaRows;
-  p.nctx = int((p.G.S + kCtaRows - 1) / kCtaRows);
-  p.ndraft = int((p.G.T + kCtaRows - 1) / kCtaRows);
   return p;
 }
 
@@ -972,7 +1037,7 @@ void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params
 
 }  // namespace
 
-bool applies(bool bf16, int64_t hd) { return bf16 && hd <= 128 && device_is_sm90(); }
+bool applies(bool bf16, int64_t hd) { return bf16 && hd <= 128 && device_info().sm90; }
 
 bool forward(const DflashAttentionForward& a, void* stream) {
   if (!applies(a.bf16, a.d.hd)) return false;
@@ -1006,10 +1071,28 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
     else launch(dq_kernel<128>, grid, dq_smem_bytes<128>(), s, p, "dflash_attention_backward (sm90): dq");
   }
   if (p.dk != nullptr || p.dv != nullptr) {
+    // The shared mode (128 keys per CTA, chunks staged once for both warpgroups) moves fewer bytes
+    // per product; the split mode (64 keys per CTA, the chunks dealt to the two warpgroups) halves
+    // the longest CTA. Split where the shared mode's context CTAs, of which the first sees nearly
+    // every block, would not fill the GPU one and a half times (e.g. 1024:128 and 2048:256 with
+    // 8 kv heads on 132 SMs, not 4096:512).
+    // DFLASH_ATTENTION_DKDV=split|shared (read at every launch; a tuning knob) overrides.
+    const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
+    const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
+    const std::string mode = force ? force : "";
+    const bool split = mode == "split" || (mode != "shared" && 2 * shared_ctx < 3 * int64_t(device_info().sms));
+    const int keys = split ? DkdvMode<true>::kKeys : DkdvMode<false>::kKeys;
+    p.nctx = int((G.S + keys - 1) / keys);
+    p.ndraft = int((G.T + keys - 1) / keys);
     const unsigned grid = unsigned(G.B * G.nkv * (p.nctx + p.ndraft));
     const char* what = "dflash_attention_backward (sm90): dk/dv";
-    if (G.hd <= 64) launch(dkdv_kernel<64>, grid, dkdv_smem_bytes<64>(), s, p, what);
-    else launch(dkdv_kernel<128>, grid, dkdv_smem_bytes<128>(), s, p, what);
+    if (split) {
+      if (G.hd <= 64) launch(dkdv_kernel<64, true>, grid, dkdv_smem_bytes<64, true>(), s, p, what);
+      else launch(dkdv_kernel<128, true>, grid, dkdv_smem_bytes<128, true>(), s, p, what);
+    } else {
+      if (G.hd <= 64) launch(dkdv_kernel<64, false>, grid, dkdv_smem_bytes<64, false>(), s, p, what);
+      else launch(dkdv_kernel<128, false>, grid, dkdv_smem_bytes<128, false>(), s, p, what);
+    }
   }
   return true;
 }
