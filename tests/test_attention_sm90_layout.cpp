@@ -69,6 +69,27 @@ TEST_SUITE("attention-sm90-layout") {
     }
   }
 
+  TEST_CASE("division by the rows per block through a 64-bit magic number is exact") {
+    uint64_t state = 12345;
+    auto next = [&] {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return uint32_t(state >> 32);
+    };
+    for (uint32_t d : {1u, 2u, 3u, 7u, 8u, 16u, 24u, 48u, 64u, 96u, 100u, 128u, 1000u, 4096u, 65535u, 1u << 20,
+                       2147483647u, 4294967295u}) {
+      CAPTURE(d);
+      const uint64_t m = div_magic(d);
+      bool exact = true;
+      for (uint32_t x : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 4294967295u, 4294967294u, 2147483647u})
+        exact = exact && div_by_magic(x, m) == x / d;
+      for (int i = 0; i < 20000; ++i) {
+        const uint32_t x = next();
+        exact = exact && div_by_magic(x, m) == x / d && div_by_magic(x >> 12, m) == (x >> 12) / d;
+      }
+      CHECK(exact);
+    }
+  }
+
   TEST_CASE("descriptors encode start, offsets and the 128-byte swizzle") {
     const uint64_t d = make_desc(0x12340, 8192, 1024);
     const Fields f = decode(d);

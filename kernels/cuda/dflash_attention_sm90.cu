@@ -14,16 +14,21 @@
 // its anchor or is one of its own block's draft keys; a warpgroup skips tiles none of its rows
 // sees. Sorted anchors (the data pipeline's) keep a CTA's blocks close, so little is masked or
 // skipped; unsorted anchors stay correct, only slower.
-// dk/dv: a CTA of two warpgroups takes 128 keys, 64 per warpgroup (context keys, or draft keys),
-// and walks the rows of the blocks between the first and the last that see them, in chunks of 64
-// rows staged once for both warpgroups; rows that do not see a key are masked (P = 0).
+// dk/dv: a CTA takes 128 keys, 64 per warpgroup (context keys, or draft keys), and walks the rows
+// of the blocks between the first and the last that see them, in chunks of 64 rows staged once
+// for both warpgroups; rows that do not see a key are masked (P = 0). For grids too small to fill
+// the GPU, a split mode: 64 keys per CTA, the chunks dealt to the two warpgroups, their partial
+// sums added in a fixed order at the end.
 //
 // Operands sit in 128-byte-swizzled shared tiles (dflash_attention_sm90.h), filled by cp.async
-// from all 256 threads, three or four stages deep; each thread waits for its own copies, fences
-// them for the async proxy (fence.proxy.async) and meets the others at __syncthreads before any
-// warpgroup reads the tile. A buffer is refilled only after a barrier that every warpgroup reaches
-// after waiting for its wgmma reads of it. Q and dO of the query-side kernels are held as
-// register A fragments; P and dS go from the f32 accumulators to register A fragments.
+// (two or three stages deep); each thread waits for its own copies, fences them for the async
+// proxy (fence.proxy.async) and meets the others at a barrier before any warpgroup reads the tile.
+// A buffer is refilled only after a barrier that every reader reaches after waiting for its wgmma
+// reads of it. Q and dO of the query-side kernels are held as register A fragments; P and dS go
+// from the f32 accumulators to register A fragments. Every group of wgmmas is issued, committed
+// and waited for in straight-line code, with the registers it uses pinned around it (see pin), so
+// that ptxas keeps the wgmmas pipelined; ptxas -v reports no C751x serialization and no spills in
+// the main loops.
 #include <atomic>
 #include <climits>
 #include <cmath>
@@ -56,7 +61,8 @@ struct Params {
   const int32_t *anchors, *keep;   // [B, N]
   Geometry G;
   int rpk, NR, nct;     // rows per block and kv head (group * bs), N * rpk, query-side CTAs per (b, g)
-  int nctx, ndraft;     // dk/dv CTAs per (b, g): context and draft ranges of 128 keys
+  uint64_t rpk_magic;   // div_magic(rpk): R / rpk in one multiply-high
+  int nctx, ndraft;     // dk/dv CTAs per (b, g): context and draft key ranges (128 or 64 keys)
   bf16_t* out;          // forward: [B, T, nh, hd]
   float* lse;           // forward: [B, nh, T]
   const float *lse_in, *delta;  // backward: [B, nh, T] each
@@ -278,8 +284,11 @@ __device__ __forceinline__ void wg_barrier(int wg) {
 __device__ __forceinline__ int clamp_anchor(int32_t raw, int S) { return raw < 0 ? 0 : (raw > S ? S : int(raw)); }
 
 // Element offset of query row R (< NR) of kv head g in batch b in q / dout; sets its lse index.
+__device__ __forceinline__ int block_of(const Params& p, int R) {
+  return int(div_by_magic(uint32_t(R), p.rpk_magic));
+}
 __device__ __forceinline__ int64_t query_offset(const Params& p, int b, int g, int R, int64_t* lse_index) {
-  const int a = R / p.rpk, rr = R - a * p.rpk;
+  const int a = block_of(p, R), rr = R - a * p.rpk;
   return attn::query_row(p.G, b, a, g, rr, lse_index) * p.G.hd;
 }
 
@@ -361,7 +370,7 @@ struct QueryRow {
 __device__ __forceinline__ QueryRow query_row_info(const Params& p, const QueryCta& c, int R) {
   QueryRow r{false, false, 0, 0, 0, -1, 0};
   if (R >= p.NR) return r;
-  const int a = R / p.rpk;
+  const int a = block_of(p, R);
   r.valid = true;
   r.kept = p.keep[int64_t(c.b) * p.G.N + a] != 0;
   if (r.kept) {
@@ -608,25 +617,30 @@ __device__ __forceinline__ void add_pair(void* p, bool bf16, int64_t i, float x,
 
 // ---- Backward: dq ----
 
-// Q, dO [2 warpgroups], then kStages pairs of K and V tiles, of [64][HDP].
+// Q, dO [2 warpgroups], then kDqStages pairs of K and V tiles, of [64][HDP].
+constexpr int kDqStages = 4;
 template <int HDP>
 constexpr int dq_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * (4 + 2 * kStages);
+  return 1024 + int(tile_bytes(kRows, HDP)) * (4 + 2 * kDqStages);
 }
 
-// The query side as in the forward. Per tile and warpgroup, in two halves of 32 keys (to keep the
-// accumulators in registers): S = Q K^T and dP = dO V^T (wgmma, Q and dO as register fragments),
-// P = exp2(S * scale * log2e - lse * log2e), dS = P (dP - D), dq_acc += dS K (K read MN-major from
-// the same tile). At the end dq += scale * dq_acc, each element by one thread. Tile t+2 loads
-// while tile t is computed; a warpgroup waits for its wgmma reads of tile t before the barrier
-// after which tile t's buffer is refilled.
+// The query side as in the forward. Per warpgroup, the key tiles it sees in halves of 32 keys (to
+// keep the accumulators in registers), in FlashAttention-3's order: half u issues S = Q K^T and
+// dP = dO V^T (wgmma, Q and dO as register fragments) and then dq_acc += dS(u-1) K(u-1) for the
+// previous half, waits for S and dP only, computes P = exp2(S * scale * log2e - lse * log2e) and
+// dS = P (dP - D) while dS(u-1) K(u-1) runs, then waits for it and writes dS(u) into the A
+// fragments it read. Each half's two shapes (a product pending or not) are straight-line code.
+// Loads run two tiles ahead into kDqStages = 4 buffers, so the previous tile's K is still there
+// for its pending product; a pending product is finished before a tile the warpgroup skips (whose
+// barrier may reuse older buffers) and at the end. dq += scale * dq_acc, each element by one
+// thread.
 template <int HDP>
 __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
   constexpr int KS = HDP / 16, NO = HDP / 2;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sO = sQ + 2 * TB, sK = sO + 2 * TB,
-                 sV = sK + kStages * TB;
+                 sV = sK + kDqStages * TB;
   const Geometry& G = p.G;
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd);
@@ -635,7 +649,7 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
 
   auto stage_kv = [&](int t) {
     if (t < c.ntiles) {
-      const uint32_t at = uint32_t(t % kStages) * TB;
+      const uint32_t at = uint32_t(t % kDqStages) * TB;
       stage_rows<HDP>(sK + at, p.k, sV + at, p.v, tid, hd, [&](int r) { return key_offset(c, t * kRows + r); });
     }
   };
@@ -671,55 +685,90 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
 
   const float sc = G.scale * kLog2e;
   float dq[NO] = {}, s[16] = {}, dp[16] = {};  // (64, HDP) sum of dS K; (64, 32) S then dS; dO V^T
+  uint32_t da[2][4] = {};                      // dS of the pending half as A fragments (16 keys each)
+  bool pending = false;                        // dq_acc += dS K of the half at K tile pk, rows prow0
+  uint32_t pk = 0;
+  int prow0 = 0;
+  auto issue_sdp = [&](uint32_t kt, uint32_t vt, int row0) {  // s = Q K^T, dp = dO V^T (32 keys)
+    pin(s);
+    pin(dp);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(s, qa[kk], kmajor_desc(kt, kRows, row0, kk), kk > 0 ? 1 : 0);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(dp, oa[kk], kmajor_desc(vt, kRows, row0, kk), kk > 0 ? 1 : 0);
+    wg_commit();
+  };
+  auto issue_dq = [&] {  // dq_acc += dS K for the pending half
+    pin(dq);
+    pin(da);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) mma_rs<HDP, 1>(dq, da[kk], mnmajor_desc(pk, kRows, prow0, kk), 1);
+    wg_commit();
+  };
+  auto elementwise = [&](int v0, bool full) {  // s = dS of the 32 keys from virtual key v0
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int x = 4 * j + 2 * i + e;
+          const float pr = attn::exp2_ftz(fmaf(s[x], sc, -lse2[i]));
+          const bool vis = full | sees(rows[i], v0 + 8 * j + 2 * tq + e);
+          s[x] = vis ? pr * (dp[x] - D[i]) : 0.0f;
+        }
+  };
   for (int t = 0; t < c.ntiles; ++t) {
     cp_wait<1>();  // tile t landed (this thread's copies)
     fence_async_shared();
-    __syncthreads();  // everyone's copies landed; every warpgroup is done with tile t-1
-    stage_kv(t + 2);
+    __syncthreads();  // everyone's copies landed; every warpgroup is done with tile t-2
+    stage_kv(t + 2);  // into tile t-2's buffer
     cp_commit();
-    if (!tile_active(w, t)) continue;
-    const uint32_t kt = sK + uint32_t(t % kStages) * TB, vt = sV + uint32_t(t % kStages) * TB;
+    if (!tile_active(w, t)) {
+      if (pending) {  // its K tile may be refilled two barriers on
+        issue_dq();
+        wg_wait<0>();
+        pin(dq);
+        pin(da);
+        pending = false;
+      }
+      continue;
+    }
+    const uint32_t kt = sK + uint32_t(t % kDqStages) * TB, vt = sV + uint32_t(t % kDqStages) * TB;
     const bool full = tile_full(w, t);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      pin(s);
-      pin(dp);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(s, qa[kk], kmajor_desc(kt, kRows, 32 * h, kk), kk > 0 ? 1 : 0);
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(dp, oa[kk], kmajor_desc(vt, kRows, 32 * h, kk), kk > 0 ? 1 : 0);
-      wg_commit();
-      wg_wait<0>();  // also the dq wgmmas of the previous half
-      pin(s);
-      pin(dp);
-      const int v0 = t * kRows + 32 * h;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int x = 4 * j + 2 * i + e;
-            const float pr = attn::exp2_ftz(fmaf(s[x], sc, -lse2[i]));
-            const bool vis = full | sees(rows[i], v0 + 8 * j + 2 * tq + e);
-            s[x] = vis ? pr * (dp[x] - D[i]) : 0.0f;
-          }
-      uint32_t da[2][4];  // dS as A fragments, k-steps of 16 keys
+      if (pending) {
+        issue_sdp(kt, vt, 32 * h);
+        issue_dq();
+        wg_wait<1>();  // S and dP done; dS(u-1) K(u-1) may still run
+        pin(s);
+        pin(dp);
+        elementwise(t * kRows + 32 * h, full);
+        wg_wait<0>();  // dS(u-1) K(u-1) done: its fragments may be rewritten
+        pin(dq);
+        pin(da);
+      } else {
+        issue_sdp(kt, vt, 32 * h);
+        wg_wait<0>();
+        pin(s);
+        pin(dp);
+        elementwise(t * kRows + 32 * h, full);
+      }
       a_frag(da[0], s, 0);
       a_frag(da[1], s, 1);
-      pin(dq);
-      pin(da);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) mma_rs<HDP, 1>(dq, da[kk], mnmajor_desc(kt, kRows, 32 * h, kk), 1);
-      wg_commit();
+      pending = true;
+      pk = kt;
+      prow0 = 32 * h;
     }
-    wg_wait<0>();  // tile t's buffers may be refilled after the next barrier
+  }
+  if (pending) {
+    issue_dq();
+    wg_wait<0>();
     pin(dq);
   }
-  wg_wait<0>();
-  pin(dq);
   if (p.dq == nullptr) return;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -839,7 +888,7 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
       const int r = x & (kRows - 1), field = x >> 6, R = R0 + r;
       const void* src = keep;
       if (R < Re) {
-        const int a = R / p.rpk;
+        const int a = block_of(p, R);
         int64_t li;
         query_offset(p, b, g, R, &li);
         const void* lse_or_d = field == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
@@ -886,7 +935,7 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
         *lo = 0;
         *hi = kp ? clamp_anchor(manc[r], S) : 0;
       } else {
-        *lo = kp ? S + (R / p.rpk) * bs : 0;
+        *lo = kp ? S + block_of(p, R) * bs : 0;
         *hi = kp ? *lo + bs : 0;
       }
     };
@@ -1023,6 +1072,7 @@ Params base_params(const void* q, const void* k, const void* v, const int32_t* a
   p.keep = keep;
   p.G = attn::geometry(d);
   p.rpk = int(p.G.rows_per_kv);
+  p.rpk_magic = div_magic(uint32_t(p.rpk));
   p.NR = int(p.G.N) * p.rpk;
   p.nct = (p.NR + kCtaRows - 1) / kCtaRows;
   return p;

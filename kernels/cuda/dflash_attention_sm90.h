@@ -70,4 +70,17 @@ DFLASH_HD constexpr uint32_t mnmajor_element(uint32_t start, uint32_t lbo, uint3
                     uint32_t(k & 7) * 128u);
 }
 
+// x / d for 32-bit x and 1 <= d < 2^32 by one 64-bit multiply-high: magic = ceil(2^64 / d), or 0
+// for d = 1. Exact: x * magic / 2^64 = x / d + x * e / (d 2^64) with e < d, and x < 2^32 keeps
+// the error term below 1/d, so it never crosses an integer.
+DFLASH_HD constexpr uint64_t div_magic(uint32_t d) { return d <= 1 ? 0 : ~uint64_t(0) / d + 1; }
+DFLASH_HD inline uint32_t div_by_magic(uint32_t x, uint64_t magic) {
+  if (magic == 0) return x;
+#if defined(__CUDA_ARCH__)
+  return uint32_t(__umul64hi(uint64_t(x), magic));
+#else
+  return uint32_t((unsigned __int128)x * magic >> 64);
+#endif
+}
+
 }  // namespace dflash::kernels::cuda::sm90
