@@ -42,6 +42,10 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
                        bool checkpointing, bool online);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           bool checkpointing);
+struct AttentionBenchShape {
+  int64_t batch, seq, anchors, heads, kv_heads, head_dim;
+};
+int bench_attention(const std::vector<AttentionBenchShape>& shapes, int reps);
 int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda,
                  bool profile = false);
 

@@ -1,7 +1,8 @@
 // dflash-bench: measured figures. `workers` times the toy model's recorded train+update step on
 // 1 and 2 CPU worker threads (throughput must scale: nothing on the replay path takes a global
 // lock); `toy` times replay of the toy model's step on one device (CUDA when available); `step`
-// times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp).
+// times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp);
+// `attention` times the DFlash attention kernels, version 1 against version 2 (apps/bench_attention.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
     std::vector<int64_t> seqs;
     std::string model = "small";
     std::vector<Bucket> buckets;
+    int64_t seq = 0, anchors = 0, heads = 32, kv_heads = 8, head_dim = 128, batch = 1;  // attention
+    int reps = 20;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
       if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
@@ -136,6 +139,12 @@ int main(int argc, char** argv) {
       else if (a == "--online") online = true;
       else if (a == "--target") target = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
+      else if (a.rfind("--anchors=", 0) == 0) anchors = std::stoll(a.substr(10));
+      else if (a.rfind("--heads=", 0) == 0) heads = std::stoll(a.substr(8));
+      else if (a.rfind("--kv-heads=", 0) == 0) kv_heads = std::stoll(a.substr(11));
+      else if (a.rfind("--head-dim=", 0) == 0) head_dim = std::stoll(a.substr(11));
+      else if (a.rfind("--batch=", 0) == 0) batch = std::stoll(a.substr(8));
+      else if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
       else if (a.rfind("--model=", 0) == 0) model = a.substr(8);
       else if (a.rfind("--bucket=", 0) == 0) {
         std::string v = a.substr(9);
@@ -165,6 +174,17 @@ int main(int argc, char** argv) {
       if (seqs.empty()) seqs = {4096};
       return bench_target(model == "small" ? "qwen3-8b" : model, seqs, replays, cuda, true);
     }
+    if (cmd == "attention") {
+      std::vector<AttentionBenchShape> shapes;
+      if (!seqs.empty()) seq = seqs[0];
+      if (seq == 0 && anchors == 0) {
+        for (auto [s, n] : {std::pair<int64_t, int64_t>{4096, 512}, {65536, 512}, {1024, 128}})
+          shapes.push_back({batch, s, n, heads, kv_heads, head_dim});
+      } else {
+        shapes.push_back({batch, seq ? seq : 4096, anchors ? anchors : 512, heads, kv_heads, head_dim});
+      }
+      return bench_attention(shapes, reps);
+    }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
       return bench_drafter_profile(model, buckets, replays, cuda, checkpointing);
@@ -178,7 +198,11 @@ int main(int argc, char** argv) {
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
                  "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n"
-                 "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n");
+                 "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
+
+                 "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"
+                 "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"
+                 "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

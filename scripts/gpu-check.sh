@@ -3,8 +3,10 @@
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
-# synccheck, initcheck, profile (4096:512 and others), target (the target's forward), online
-# (target + drafter step), bench-small, bench-qwen3-8b, bench-long,
+# synccheck, initcheck, attention (kernel versions 1 against 2: correctness and speed at 4096:512,
+# 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
+# op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
+# target's forward), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long,
 # anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
 # from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
@@ -59,6 +61,9 @@ for s in "${steps[@]}"; do
       --seq=4096 --seq=16384 --steps=10 && ./build/dflash-bench profile --cuda --target --seq=4096" ;;
     online) step online timeout 300 ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 \
       --steps=20 ;;
+    attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
+    attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \
+      && DFLASH_ATTENTION=v1 ./build/dflash-tests --test-suite='gpu-attention'" ;;
     bench-small) step bench-small timeout 300 ./build/dflash-bench step --cuda --model=small --bucket=512:64 \
       --bucket=1024:128 --bucket=2048:256 --steps=30 ;;
     bench-qwen3-8b) step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b \

@@ -1,14 +1,19 @@
 // DFlash block-sparse attention on CUDA against the CPU op on identical inputs: forward output,
 // tiles visited, and the backward's dq, dk, dv (f32 and bf16; GQA 1, 2, 4; partial tiles; anchors
 // at 0, S-bs and between, also in random order; dropped blocks), determinism, recorded-program
-// replay == eager, and the CUDA-only errors. Suite "gpu-attention": it needs a GPU and fails without one.
+// replay == eager, and the CUDA-only errors. The op runs the default kernel version (2, wgmma, for
+// bf16 with hd <= 128 on sm_90; 1 otherwise); the kernel versions are also compared directly with
+// each other on larger shapes, version 2's backward bit for bit against itself. Suite
+// "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "graphs/program.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
@@ -171,6 +176,100 @@ std::vector<int32_t> shuffled_anchors(int64_t B, int64_t N, int64_t S, int64_t b
   return a;
 }
 
+// The kernels called directly with an explicit version (the op runs the default one), bf16
+// tensors: forward, then the backward from that forward's out and lse into zeroed bf16 gradients,
+// twice (grads of the second call in dq2, dk2, dv2).
+struct KernelResult {
+  std::vector<float> out, lse, dq, dk, dv, dq2, dk2, dv2;
+};
+KernelResult run_kernels(const Case& c, const Data& d, int version) {
+  Context ctx{Device::cuda(0)};
+  ContextScope scope(ctx);
+  Tensor q = make_float(c.q_shape(), d.q, DType::bf16), k = make_float(c.kv_shape(), d.k, DType::bf16),
+         v = make_float(c.kv_shape(), d.v, DType::bf16), dout = make_float(c.q_shape(), d.dout, DType::bf16);
+  Tensor anchors = Tensor::from_ints({c.B, c.N}, c.anchors), keep = Tensor::from_ints({c.B, c.N}, c.keep);
+  Tensor out = Tensor::persistent(c.q_shape(), DType::bf16), lse = Tensor::persistent({c.B, c.nh, c.T()}, DType::f32),
+         delta = Tensor::persistent({c.B, c.nh, c.T()}, DType::f32), tiles = Tensor::persistent({1}, DType::i32);
+  Tensor dq = Tensor::persistent(c.q_shape(), DType::bf16), dk = Tensor::persistent(c.kv_shape(), DType::bf16),
+         dv = Tensor::persistent(c.kv_shape(), DType::bf16);
+  ops::fill_(out, NAN);
+  ops::fill_(lse, NAN);
+  const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
+  const auto* pa = static_cast<const int32_t*>(anchors.raw());
+  const auto* pk = static_cast<const int32_t*>(keep.raw());
+  kernels::cuda::DflashAttentionForward f{q.raw(),   k.raw(), v.raw(), true, pa, pk, dims, out.raw(),
+                                          static_cast<float*>(lse.raw()), static_cast<int32_t*>(tiles.raw())};
+  f.version = version;
+  kernels::cuda::dflash_attention_forward(f, ctx.cuda_stream());
+  KernelResult r;
+  auto backward = [&] {
+    for (Tensor* t : {&dq, &dk, &dv}) ops::fill_(*t, 0.0f);
+    kernels::cuda::DflashAttentionBackward b{q.raw(),  k.raw(), v.raw(), true, pa, pk, dims, out.raw(), dout.raw(),
+                                             true, static_cast<const float*>(lse.raw()),
+                                             static_cast<float*>(delta.raw()), dq.raw(), true, dk.raw(), true, dv.raw(),
+                                             true};
+    b.version = version;
+    kernels::cuda::dflash_attention_backward(b, ctx.cuda_stream());
+    ctx.synchronize();
+  };
+  backward();
+  r.out = out.to_floats();
+  r.lse = lse.to_floats();
+  r.dq = dq.to_floats();
+  r.dk = dk.to_floats();
+  r.dv = dv.to_floats();
+  backward();
+  r.dq2 = dq.to_floats();
+  r.dk2 = dk.to_floats();
+  r.dv2 = dv.to_floats();
+  return r;
+}
+
+// Versions 1 and 2 agree up to bf16 rounding; version 2 writes every output element (no NaN from
+// the poisoned buffers), gives dropped blocks output, lse and dq exactly 0, and the same bits twice.
+void check_versions(const Case& c, uint64_t seed) {
+  CAPTURE(c.B);
+  CAPTURE(c.S);
+  CAPTURE(c.N);
+  CAPTURE(c.bs);
+  CAPTURE(c.nh);
+  CAPTURE(c.nkv);
+  CAPTURE(c.hd);
+  const Data d = make_data(c, seed);
+  const KernelResult v1 = run_kernels(c, d, 1), v2 = run_kernels(c, d, 2);
+  for (auto [name, x] : {std::pair{"out", &v2.out}, {"lse", &v2.lse}, {"dq", &v2.dq}, {"dk", &v2.dk}, {"dv", &v2.dv}}) {
+    INFO(name);
+    CHECK(all_finite(*x));
+  }
+  INFO("relative differences v2 - v1: out " << rel_err(v2.out, v1.out) << ", lse " << rel_err(v2.lse, v1.lse)
+                                            << ", dq " << rel_err(v2.dq, v1.dq) << ", dk " << rel_err(v2.dk, v1.dk)
+                                            << ", dv " << rel_err(v2.dv, v1.dv));
+  CHECK(rel_err(v2.out, v1.out) <= 1e-2);
+  CHECK(rel_err(v2.lse, v1.lse) <= 1e-3);
+  CHECK(rel_err(v2.dq, v1.dq) <= 2e-2);
+  CHECK(rel_err(v2.dk, v1.dk) <= 2e-2);
+  CHECK(rel_err(v2.dv, v1.dv) <= 2e-2);
+  CHECK(max_abs(v2.dk) > 0);
+  CHECK(bitwise_equal(v2.dq, v2.dq2));
+  CHECK(bitwise_equal(v2.dk, v2.dk2));
+  CHECK(bitwise_equal(v2.dv, v2.dv2));
+  CHECK(bitwise_equal(v1.dk, v1.dk2));
+  const size_t qrow = size_t(c.nh * c.hd);
+  bool dropped_zero = true;
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t a = 0; a < c.N; ++a) {
+      if (c.keep[size_t(b * c.N + a)] != 0) continue;
+      for (int64_t slot = 0; slot < c.bs; ++slot) {
+        const size_t q0 = size_t(b * c.T() + a * c.bs + slot) * qrow;
+        for (size_t e = 0; e < qrow; ++e)
+          dropped_zero = dropped_zero && v2.out[q0 + e] == 0.0f && v2.dq[q0 + e] == 0.0f;
+        for (int64_t h = 0; h < c.nh; ++h)
+          dropped_zero = dropped_zero && v2.lse[size_t((b * c.nh + h) * c.T() + a * c.bs + slot)] == 0.0f;
+      }
+    }
+  CHECK(dropped_zero);
+}
+
 bool identical(const Result& a, const Result& b) {
   return bitwise_equal(a.out, b.out) && bitwise_equal(a.dq, b.dq) && bitwise_equal(a.dk, b.dk) &&
          bitwise_equal(a.dv, b.dv) && a.tiles == b.tiles;
@@ -210,6 +309,80 @@ TEST_SUITE("gpu-attention") {
       check_parity({1, 50, 2, 4, 2, 1, 96, 64, {46, 17}, {1, 1}}, 91);
       check_parity({1, 70, 2, 8, 2, 1, 256, 64, {62, 17}, {1, 1}}, 92);
       check_parity({1, 70, 2, 8, 4, 2, 256, 64, {62, 33}, {1, 0}}, 93, true);
+    }
+  }
+
+  TEST_CASE("CUDA equals the CPU op with the drafter's head layout: B 2, S 1000 (no tile multiple), GQA 4 and 1") {
+    REQUIRE_GPU();
+    // Anchors at 0 and at S - bs in both sequences, contexts of up to 16 key tiles, dropped blocks
+    // (the first of sequence 0, two of sequence 1).
+    Case gqa4{2, 1000, 24, 16, 8, 2, 128, 64, spread_anchors(2, 24, 1000, 16), std::vector<int32_t>(48, 1)};
+    gqa4.keep[0] = gqa4.keep[24 + 7] = gqa4.keep[24 + 8] = 0;
+    Case gqa1{2, 700, 12, 16, 2, 2, 128, 64, spread_anchors(2, 12, 700, 16), std::vector<int32_t>(24, 1)};
+    gqa1.keep[5] = gqa1.keep[23] = 0;
+    SUBCASE("GQA 4") { check_parity(gqa4, 500); }
+    SUBCASE("GQA 1") { check_parity(gqa1, 510); }
+  }
+
+  TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
+    REQUIRE_GPU();
+    // Version 2's dk/dv kernel picks its mode by size (shared for the drafter's shape below, split
+    // for the small ones); the first two cases run in both modes.
+    struct DkdvMode {
+      explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
+      ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; dk/dv shared and split") {
+      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
+      for (const char* mode : {"shared", "split"}) {
+        INFO("dk/dv mode " << mode);
+        DkdvMode forced(mode);
+        check_versions(c, 600);
+      }
+    }
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; dk/dv shared and split") {
+      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+      for (const char* mode : {"shared", "split"}) {
+        INFO("dk/dv mode " << mode);
+        DkdvMode forced(mode);
+        check_versions(c, 605);
+      }
+    }
+    SUBCASE("B 2, S 3000, N 96, GQA 4, dropped blocks (first, middle, last)") {
+      Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};
+      c.keep[0] = c.keep[50] = c.keep[95] = c.keep[96 + 40] = c.keep[96 + 41] = 0;
+      check_versions(c, 610);
+    }
+    SUBCASE("GQA 1 (16 rows per block: 8 blocks per CTA)") {
+      check_versions({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)},
+                     620);
+    }
+    SUBCASE("GQA 8 (128 rows per block: one block over both warpgroups)") {
+      check_versions({1, 1500, 20, 16, 16, 2, 128, 64, spread_anchors(1, 20, 1500, 16), std::vector<int32_t>(20, 1)},
+                     630);
+    }
+    SUBCASE("bs 4, GQA 2 (8 rows per block), hd 96 (padded to 128)") {
+      check_versions({1, 900, 64, 4, 4, 2, 96, 64, spread_anchors(1, 64, 900, 4), std::vector<int32_t>(64, 1)}, 640);
+    }
+    SUBCASE("hd 64, GQA 4, B 2") {
+      check_versions({2, 1500, 40, 16, 8, 2, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)},
+                     650);
+    }
+    SUBCASE("anchors in random order, with a repeat, 0 and S (kernels may rely on sorted anchors only for speed)") {
+      Case c{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      c.keep[10] = 0;
+      check_versions(c, 660);
+    }
+    SUBCASE("no context (S = 0), and every block dropped") {
+      check_versions({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 670);
+      Case all_dropped{1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)};
+      const Data d = make_data(all_dropped, 680);
+      const KernelResult r = run_kernels(all_dropped, d, 2);
+      CHECK(max_abs(r.out) == 0);
+      CHECK(max_abs(r.dq) == 0);
+      CHECK(max_abs(r.dk) == 0);
+      CHECK(max_abs(r.dv) == 0);
     }
   }
 

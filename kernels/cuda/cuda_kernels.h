@@ -186,6 +186,15 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // Tensor cores (mma.sync bf16, f32 accumulation); f32 tensors are split into two bf16 halves.
 // key_tile only sets the reported count: tiles[0] = sum over kept blocks of
 // ceil(min(anchor, S) / key_tile) + 1, as on the CPU (the kernels' own tiles are internal).
+// Two kernel versions, equal up to bf16 rounding and each deterministic (the same call gives the
+// same bits): v1, mma.sync (any supported shape); v2, wgmma (sm_90a: bf16 q, k, v and dout with
+// hd <= 128 on a compute capability 9.0 device; other shapes and devices fall back to v1). The
+// environment variable DFLASH_ATTENTION=v1|v2 picks one (default v2); it is read once, at the
+// first launch. `version` (0: that choice) overrides it per call, e.g. for an A/B benchmark.
+// v2 runs fastest when each sequence's anchors are sorted ascending (the data pipeline's order);
+// any order gives the same results. v2's dk/dv kernel has two modes, equal up to rounding: shared
+// (128 keys per CTA) and split (64 keys per CTA, for grids that would not fill the GPU); it picks
+// by size unless DFLASH_ATTENTION_DKDV=shared|split (read at every launch, a tuning knob) says.
 struct DflashAttentionDims {
   int64_t B, S, N, bs, nh, nkv, hd, key_tile;
   float scale;
@@ -198,6 +207,7 @@ struct DflashAttentionForward {
   void* out;       // [B, T, nh, hd] in q's dtype; dropped blocks get 0
   float* lse;      // [B, nh, T], saved for backward; dropped blocks get 0
   int32_t* tiles;  // [1]
+  int version = 0;  // 1, 2, or 0: DFLASH_ATTENTION (default 2)
 };
 void dflash_attention_forward(const DflashAttentionForward& a, void* stream);
 // dq, dk, dv accumulate (+=) and any of them may be null; dropped blocks contribute nothing.
@@ -217,6 +227,7 @@ struct DflashAttentionBackward {
   bool dk_bf16;
   void* dv;
   bool dv_bf16;
+  int version = 0;  // as in DflashAttentionForward
 };
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream);
 

@@ -9,6 +9,8 @@
 // distinct banks. Columns past hd and rows without a source are zero.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -56,6 +58,28 @@ inline Geometry geometry(const DflashAttentionDims& d) {
 inline int query_warps(int64_t rows_per_kv, int warp_rows) {
   const int64_t w = (rows_per_kv + warp_rows - 1) / warp_rows, most = kCtaRows / warp_rows;
   return int(w < 1 ? 1 : (w > most ? most : w));
+}
+
+// The kernel version a launch runs: `requested` when non-zero, else DFLASH_ATTENTION from the
+// environment (read once per process, at the first launch): "v1" or "1" (the mma.sync kernels of
+// dflash_attention.cu / dflash_attention_backward.cu), "v2" or "2" (the wgmma kernels of
+// dflash_attention_sm90.cu; the default). Anything else is an error that names the choices.
+inline int attention_version(int requested) {
+  if (requested != 0) {
+    if (requested != 1 && requested != 2)
+      throw std::runtime_error("dflash attention: kernel version " + std::to_string(requested) +
+                               " does not exist; use 1 (mma.sync) or 2 (wgmma, sm_90)");
+    return requested;
+  }
+  static const int from_env = [] {
+    const char* e = std::getenv("DFLASH_ATTENTION");
+    const std::string v = e ? e : "";
+    if (v.empty() || v == "v2" || v == "2") return 2;
+    if (v == "v1" || v == "1") return 1;
+    throw std::runtime_error("DFLASH_ATTENTION=" + v +
+                             ": use v1 (mma.sync kernels) or v2 (wgmma kernels, the default)");
+  }();
+  return from_env;
 }
 
 // Lets kernel use `bytes` of dynamic shared memory (set at every launch: the attribute is per device).
@@ -324,3 +348,11 @@ __device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int r
 }
 
 }  // namespace dflash::kernels::cuda::attn
+
+// dflash_attention_sm90.cu (sm_90a): version 2 of the kernels, for bf16 q, k, v (and dout) with
+// hd <= 128 on a compute capability 9.0 device. Each returns false, launching nothing, where it
+// does not apply (the caller then runs version 1).
+namespace dflash::kernels::cuda::sm90 {
+bool forward(const DflashAttentionForward& a, void* stream);
+bool backward(const DflashAttentionBackward& a, void* stream);
+}  // namespace dflash::kernels::cuda::sm90

@@ -1,7 +1,8 @@
 // DFlash block-sparse attention backward on the GPU (semantics as kernels/cpu/attention.cpp),
 // deterministic without atomics: D = dO . O per query row; dq by one CTA per query block (like
 // the forward); dk and dv by one CTA per key tile, which visits the query blocks that see it in
-// ascending order. P is recomputed per tile from the saved lse. Gradients accumulate (+=).
+// ascending order. P is recomputed per tile from the saved lse. Gradients accumulate (+=). Kernel
+// version 1; version 2 (dflash_attention_sm90.cu) runs instead where it applies and is chosen.
 #include <cmath>
 
 #include "kernels/cuda/dflash_attention.cuh"
@@ -453,6 +454,7 @@ void launch_backward(const BackwardParams& p, unsigned dq_grid, int dq_threads, 
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const Geometry G = geometry(a.d);
   if ((!a.dq && !a.dk && !a.dv) || G.B * G.N * G.nkv == 0) return;
+  if (attention_version(a.version) == 2 && sm90::backward(a, stream)) return;
   cudaStream_t s = as_stream(stream);
   const int64_t rows = G.B * G.T * G.nh;
   delta_kernel<<<blocks_for(rows, kDeltaThreads / 32), kDeltaThreads, 0, s>>>(a.out, a.bf16, a.dout, a.dout_bf16,

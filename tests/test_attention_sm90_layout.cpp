@@ -1,0 +1,136 @@
+// The shared-memory layout of the sm_90a attention kernels (kernels/cuda/dflash_attention_sm90.h),
+// checked on the CPU: every element a wgmma operand reads through our descriptors (modelled on
+// CUTLASS's canonical K_SW128 / MN_SW128 layouts) is the element the staging code wrote there,
+// for each operand shape the kernels use. Suite "attention-sm90-layout" (no GPU needed).
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+
+#include "kernels/cuda/dflash_attention_sm90.h"
+
+using namespace dflash::kernels::cuda::sm90;
+
+namespace {
+
+constexpr int kRows = 64;          // every tile of the kernels has 64 rows
+constexpr uint32_t kBase = 5 * 1024;  // a 1024-aligned tile start, as the kernels align them
+
+// Byte address of element (row, col) as stage_rows writes it (16-byte piece col / 8).
+uint32_t staged(uint32_t tile, int row, int col) {
+  return tile + piece_offset(kRows, row, col / 8) + uint32_t(col % 8) * 2u;
+}
+
+struct Fields {
+  uint32_t start, lbo, sbo, layout;
+};
+Fields decode(uint64_t d) {
+  return {uint32_t(d & 0x3FFF) << 4, uint32_t((d >> 16) & 0x3FFF) << 4, uint32_t((d >> 32) & 0x3FFF) << 4,
+          uint32_t(d >> 62)};
+}
+
+// A K-major operand of N rows (M or N of the wgmma) at tile row row0, k-step kk of the head dim:
+// element (n, k) must be tile element (row0 + n, 16 kk + k).
+bool kmajor_matches(int hdp, int n_rows, int row0, int kk) {
+  const Fields f = decode(kmajor_desc(kBase, kRows, row0, kk));
+  if (f.layout != 1 || f.sbo != 1024) return false;
+  for (int n = 0; n < n_rows; ++n)
+    for (int k = 0; k < 16; ++k)
+      if (kmajor_element(f.start, f.sbo, n, k) != staged(kBase, row0 + n, 16 * kk + k)) return false;
+  return 16 * (kk + 1) <= hdp;
+}
+
+// An MN-major operand (K = tile rows row0 + 16 kk .. +15, N = the head dim, hdp columns): element
+// (n, k) must be tile element (row0 + 16 kk + k, n).
+bool mnmajor_matches(int hdp, int row0, int kk) {
+  const Fields f = decode(mnmajor_desc(kBase, kRows, row0, kk));
+  if (f.layout != 1 || f.sbo != 1024 || f.lbo != slab_bytes(kRows)) return false;
+  for (int n = 0; n < hdp; ++n)
+    for (int k = 0; k < 16; ++k)
+      if (mnmajor_element(f.start, f.lbo, f.sbo, n, k) != staged(kBase, row0 + 16 * kk + k, n)) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_SUITE("attention-sm90-layout") {
+  TEST_CASE("staged pieces fill the tile exactly once, inside it") {
+    for (int hdp : {64, 128}) {
+      std::set<uint32_t> seen;
+      for (int r = 0; r < kRows; ++r)
+        for (int p = 0; p < hdp / 8; ++p) {
+          const uint32_t off = piece_offset(kRows, r, p);
+          CHECK(off % 16 == 0);
+          CHECK(off < tile_bytes(kRows, hdp));
+          seen.insert(off);
+        }
+      CHECK(seen.size() == size_t(kRows * hdp / 8));
+    }
+  }
+
+  TEST_CASE("division by the rows per block through a 64-bit magic number is exact") {
+    uint64_t state = 12345;
+    auto next = [&] {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return uint32_t(state >> 32);
+    };
+    for (uint32_t d : {1u, 2u, 3u, 7u, 8u, 16u, 24u, 48u, 64u, 96u, 100u, 128u, 1000u, 4096u, 65535u, 1u << 20,
+                       2147483647u, 4294967295u}) {
+      CAPTURE(d);
+      const uint64_t m = div_magic(d);
+      bool exact = true;
+      for (uint32_t x : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 4294967295u, 4294967294u, 2147483647u})
+        exact = exact && div_by_magic(x, m) == x / d;
+      for (int i = 0; i < 20000; ++i) {
+        const uint32_t x = next();
+        exact = exact && div_by_magic(x, m) == x / d && div_by_magic(x >> 12, m) == (x >> 12) / d;
+      }
+      CHECK(exact);
+    }
+  }
+
+  TEST_CASE("descriptors encode start, offsets and the 128-byte swizzle") {
+    const uint64_t d = make_desc(0x12340, 8192, 1024);
+    const Fields f = decode(d);
+    CHECK(f.start == 0x12340);
+    CHECK(f.lbo == 8192);
+    CHECK(f.sbo == 1024);
+    CHECK(f.layout == 1);
+    CHECK(((d >> 49) & 7) == 0);  // base offset: tiles are 1024-byte aligned
+  }
+
+  TEST_CASE("K-major operands: Q K^T (B = K, N = 64 keys), K Q^T and V dO^T (A = K or V, B = Q or dO)") {
+    for (int hdp : {64, 128}) {
+      CAPTURE(hdp);
+      for (int kk = 0; kk < hdp / 16; ++kk) {
+        CAPTURE(kk);
+        CHECK(kmajor_matches(hdp, 64, 0, kk));
+        // dq: the two halves of 32 keys (m64n32k16 with B rows 0..31 and 32..63).
+        CHECK(kmajor_matches(hdp, 32, 0, kk));
+        CHECK(kmajor_matches(hdp, 32, 32, kk));
+      }
+    }
+  }
+
+  TEST_CASE("MN-major operands: P V, dS K (both halves), P^T dO, dS^T Q") {
+    for (int hdp : {64, 128}) {
+      CAPTURE(hdp);
+      for (int kk = 0; kk < 4; ++kk) CHECK(mnmajor_matches(hdp, 0, kk));  // k over 64 rows
+      for (int half = 0; half < 2; ++half)
+        for (int kk = 0; kk < 2; ++kk) CHECK(mnmajor_matches(hdp, 32 * half, kk));  // dq: k over 32 keys
+    }
+  }
+
+  TEST_CASE("ldmatrix lanes of an A fragment: rows m0 + (lane & 7) + 8 ((lane >> 3) & 1), k 16 kk + 8 (lane >> 4)") {
+    // load_a_frag: matrix j = lane / 8 of ldmatrix.x4 is (rows 0-7 | 8-15) x (k 0-7 | 8-15) in the
+    // order of the mma A fragment: a0 (rows 0-7, k 0-7), a1 (rows 8-15), a2 (k 8-15), a3 (both).
+    for (int lane = 0; lane < 32; ++lane) {
+      const int row = (lane & 7) + ((lane >> 3) & 1) * 8, piece = 2 * 3 + (lane >> 4);
+      const int j = lane / 8;
+      CHECK(row / 8 == (j & 1));
+      CHECK(piece - 6 == (j >> 1));
+      CHECK(piece_offset(kRows, 16 + row, piece) == staged(0, 16 + row, 8 * piece));
+    }
+  }
+}
