@@ -38,6 +38,7 @@ class Target {
   Tensor logits(const Tensor& ids) const;
 
  private:
+  friend class TargetDecoder;  // model/target_decode.h: the same layers over a KV cache
   struct Layer {
     Tensor input_norm, post_norm;  // [H]
     Tensor q, k, v, o;             // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]

@@ -1,0 +1,88 @@
+// Greedy speculative decoding on the CPU against the float64 golden case (tests/golden/dflash-spec):
+// every prompt's output, every round's drafts and acceptance lengths, the first round's drafter
+// logits, the stop-token example; the target-alone baseline; recorded programs against eager.
+#include "runtime/safetensors.h"
+#include "tests/spec_test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+SpecDecoderOptions golden_options(bool graphs, int64_t chunk) {
+  SpecDecoderOptions o;
+  o.max_len = 44;
+  o.prefill_chunk = chunk;
+  o.graphs = graphs;
+  o.draft_logits = true;
+  return o;
+}
+
+void check_rounds(const std::vector<SpecRound>& got, const std::vector<SpecRound>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t r = 0; r < want.size(); ++r) {
+    INFO("round " << r);
+    CHECK(got[r].start == want[r].start);
+    CHECK(got[r].draft == want[r].draft);
+    CHECK(got[r].accepted == want[r].accepted);
+  }
+}
+}  // namespace
+
+TEST_SUITE("spec") {
+  TEST_CASE("the golden case: outputs, rounds, drafts, acceptance lengths and first-round logits") {
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    SafeTensors logits(golden_spec_dir() / "expected_logits.safetensors");
+    for (int64_t chunk : {64, 3}) {  // one prefill program, and a prompt split over two chunks
+      GoldenSpecModels m(Device::cpu(), golden_options(true, chunk));
+      for (size_t i = 0; i < g.cases.size(); ++i) {
+        INFO("prompt " << i << ", prefill chunk " << chunk);
+        const GoldenSpecCase& c = g.cases[i];
+        Decoded spec = m.decoder->decode(c.prompt, g.max_new, {}, true);
+        CHECK(spec.output == c.output);
+        check_rounds(spec.rounds, c.rounds);
+        double tau = 0;
+        for (const SpecRound& r : spec.rounds) tau += double(r.accepted);
+        CHECK(tau / double(spec.rounds.size()) == doctest::Approx(c.tau).epsilon(1e-12));
+        std::vector<float> want = logits.read_floats("case" + std::to_string(i) + ".first_round_logits");
+        CHECK(rel_err(spec.first_logits, want) <= 1e-4);
+        Decoded alone = m.decoder->decode(c.prompt, g.max_new, {}, false);
+        CHECK(alone.output == c.output);
+        CHECK(alone.margins.size() == size_t(g.max_new));
+      }
+    }
+  }
+
+  TEST_CASE("the golden stop-token example: stop id 284 ends prompt 0 after one round") {
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    GoldenSpecModels m(Device::cpu(), golden_options(true, 64));
+    const std::vector<int32_t>& prompt = g.cases[0].prompt;
+    std::vector<int32_t> want = prompt;
+    want.insert(want.end(), {3, 284});
+    Decoded spec = m.decoder->decode(prompt, g.max_new, {284}, true);
+    CHECK(spec.output == want);
+    REQUIRE(spec.rounds.size() == 1);
+    CHECK(spec.rounds[0].draft == std::vector<int32_t>{3, 3, 3});
+    CHECK(spec.rounds[0].accepted == 1);
+    CHECK(m.decoder->decode(prompt, g.max_new, {284}, false).output == want);
+    // A stop token that is the prefill's own token still gets one round, whose output is cut.
+    Decoded at_prefill = m.decoder->decode(prompt, g.max_new, {3}, true);
+    CHECK(at_prefill.rounds.size() == 1);
+    CHECK(at_prefill.output == std::vector<int32_t>{51, 109, 295, 121, 3});
+    CHECK(m.decoder->decode(prompt, g.max_new, {3}, false).output == at_prefill.output);
+  }
+
+  TEST_CASE("eager passes give the recorded programs' tokens and logits bit for bit") {
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    GoldenSpecModels recorded(Device::cpu(), golden_options(true, 3)), eager(Device::cpu(), golden_options(false, 3));
+    for (const GoldenSpecCase& c : g.cases) {
+      Decoded a = recorded.decoder->decode(c.prompt, 20, {}, true), b = eager.decoder->decode(c.prompt, 20, {}, true);
+      CHECK(a.output == b.output);
+      CHECK(bitwise_equal(a.first_logits, b.first_logits));
+      CHECK(recorded.decoder->decode(c.prompt, 20, {}, false).margins ==
+            eager.decoder->decode(c.prompt, 20, {}, false).margins);
+    }
+  }
+}
