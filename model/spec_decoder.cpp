@@ -63,8 +63,8 @@ SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* dra
   state_ = Tensor::persistent({spec::kSpecStateFields}, DType::i32, "spec.state");
   chunk_ids_ = prefill_io_.input("chunk_ids", {P}, DType::i32);
   chunk_ctl_ = prefill_io_.input("chunk_ctl", {2}, DType::i32);  // {count, count - 1}
-  prefill_result_ = prefill_io_.output("prefill_result", {2}, DType::i32);
-  step_result_ = step_io_.output("step_result", {2}, DType::i32);
+  prefill_result_ = prefill_io_.output("prefill_result", {spec::kSpecTokenResult}, DType::i32);
+  step_result_ = step_io_.output("step_result", {spec::kSpecTokenResult}, DType::i32);
   if (drafter) {
     drafter_dec_ = std::make_unique<DrafterDecoder>(*drafter, target.embed_tokens(), o.max_len);
     const DrafterSpec& ds = drafter->spec();
@@ -117,7 +117,7 @@ void SpecDecoder::prefill_body() const {
   Tensor last = Tensor::empty({1, pass.hidden.dim(1)}, pass.hidden.dtype());  // (1, H)
   ops::copy_rows_(last, Tensor(), pass.hidden, field(spec::field::chunk_last), 1, Tensor());
   ops::ArgmaxRows best = ops::argmax_rows(ops::linear_rowwise(last, target_.lm_head(), DType::f32));
-  spec::prefill_commit(state_, best.index, best.margin, prefill_result_);
+  spec::prefill_commit(state_, best, prefill_result_);
   prefill_io_.stage_out();
 }
 
@@ -149,7 +149,7 @@ void SpecDecoder::step_body() const {
   NoGrad no_grad;
   TargetDecoder::Pass pass = target_dec_->pass(field(spec::field::token), field(spec::field::target_len), Tensor(), false);
   ops::ArgmaxRows best = ops::argmax_rows(ops::linear_rowwise(pass.hidden, target_.lm_head(), DType::f32));
-  spec::step_commit(state_, best.index, best.margin, step_result_);
+  spec::step_commit(state_, best, step_result_);
   step_io_.stage_out();
 }
 
@@ -184,7 +184,7 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
     run(prefill_, [this] { prefill_body(); });
     ctx_->synchronize();
   }
-  int32_t head[2];
+  int32_t head[spec::kSpecTokenResult];
   prefill_io_.result("prefill_result").copy_to_host(head, sizeof head);
   d.output = prompt;
   d.output.push_back(head[0]);
@@ -219,13 +219,15 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
     d.output.resize(size_t(std::min(start + 1, end)));
   } else {
     d.margins.push_back(from_bits(head[1]));
-    int32_t step[2];
+    d.logits.push_back(from_bits(head[2]));
+    int32_t step[spec::kSpecTokenResult];
     while (int64_t(d.output.size()) < end && !is_stop(d.output.back())) {
       run(step_, [this] { step_body(); });
       ctx_->synchronize();
       step_io_.result("step_result").copy_to_host(step, sizeof step);
       d.output.push_back(step[0]);
       d.margins.push_back(from_bits(step[1]));
+      d.logits.push_back(from_bits(step[2]));
       ++d.passes;
     }
   }
@@ -235,7 +237,10 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
       d.output.resize(i + 1);
       break;
     }
-  if (!with_drafter) d.margins.resize(d.output.size() - size_t(n));
+  if (!with_drafter) {
+    d.margins.resize(d.output.size() - size_t(n));
+    d.logits.resize(d.margins.size());
+  }
   return d;
 }
 

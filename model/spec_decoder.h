@@ -34,6 +34,7 @@ struct Decoded {
   std::vector<int32_t> output;      // prompt + new tokens, cut at max_new and after the first stop
   std::vector<SpecRound> rounds;    // with the drafter: one per verify pass
   std::vector<float> margins;       // target alone: its top-2 logit margin at each new token
+  std::vector<float> logits;        // target alone: the chosen token's logit at each new token
   std::vector<float> first_logits;  // with draft_logits: the first round's drafter logits [bs, V]
   double prefill_s = 0, decode_s = 0;  // wall time of the prefill, and of everything after it
   int64_t passes = 0;               // target passes after the prefill (verify passes or steps)

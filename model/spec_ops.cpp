@@ -24,19 +24,24 @@ Tensor state_field(const Tensor& state, int f) {
   return state.rows(f, f + 1);
 }
 
-void prefill_commit(const Tensor& state, const Tensor& last_argmax, const Tensor& last_margin, const Tensor& result) {
+static void check_token(const char* op, const ops::ArgmaxRows& best, const Tensor& result) {
+  check_i32(op, best.index, 1, "argmax index");
+  check_dtype(op, best.margin, DType::f32, "argmax margin");
+  check_dtype(op, best.top, DType::f32, "argmax top");
+  check_i32(op, result, kSpecTokenResult, "result");
+}
+
+void prefill_commit(const Tensor& state, const ops::ArgmaxRows& last, const Tensor& result) {
   constexpr const char* kOp = "spec_prefill_commit";
   OpScope op(kOp);
   check_state(kOp, state);
-  check_i32(kOp, last_argmax, 1, "last_argmax");
-  check_dtype(kOp, last_margin, DType::f32, "last_margin");
-  check_i32(kOp, result, 2, "result");
+  check_token(kOp, last, result);
   int32_t *ps = i32(state), *pr = i32(result);
-  const int32_t* pa = i32(last_argmax);
-  const float* pm = f32(last_margin);
-  if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_prefill_commit(ps, pa, pm, pr); });
+  const int32_t* pa = i32(last.index);
+  const float *pm = f32(last.margin), *pt = f32(last.top);
+  if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_prefill_commit(ps, pa, pm, pt, pr); });
 #ifdef DFLASH_CUDA
-  if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::spec_prefill_commit(ps, pa, pm, pr, s);
+  if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::spec_prefill_commit(ps, pa, pm, pt, pr, s);
 #else
   no_cuda_kernel(kOp);
 #endif
@@ -92,19 +97,17 @@ void accept(const Tensor& state, const Tensor& block, const Tensor& p, int32_t r
 #endif
 }
 
-void step_commit(const Tensor& state, const Tensor& argmax, const Tensor& margin, const Tensor& result) {
+void step_commit(const Tensor& state, const ops::ArgmaxRows& best, const Tensor& result) {
   constexpr const char* kOp = "spec_step_commit";
   OpScope op(kOp);
   check_state(kOp, state);
-  check_i32(kOp, argmax, 1, "argmax");
-  check_dtype(kOp, margin, DType::f32, "margin");
-  check_i32(kOp, result, 2, "result");
+  check_token(kOp, best, result);
   int32_t *ps = i32(state), *pr = i32(result);
-  const int32_t* pa = i32(argmax);
-  const float* pm = f32(margin);
-  if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_step_commit(ps, pa, pm, pr); });
+  const int32_t* pa = i32(best.index);
+  const float *pm = f32(best.margin), *pt = f32(best.top);
+  if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_step_commit(ps, pa, pm, pt, pr); });
 #ifdef DFLASH_CUDA
-  if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::spec_step_commit(ps, pa, pm, pr, s);
+  if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::spec_step_commit(ps, pa, pm, pt, pr, s);
 #else
   no_cuda_kernel(kOp);
 #endif

@@ -31,10 +31,10 @@ void copy_rows_(const Tensor& dst, const Tensor& dst_at, const Tensor& src, cons
 // i32 [n]: base + 0, base + 1, ... (base i32 [1] on the device).
 Tensor arange_from(const Tensor& base, int64_t n);
 
-// Per row of x [n, V] (f32, or bf16 on CUDA): index i32 [n], the first maximum; margin f32 [n],
-// the maximum minus the largest other entry (0 for a repeated maximum).
+// Per row of x [n, V] (f32, or bf16 on CUDA): index i32 [n], the first maximum; top f32 [n], its
+// value; margin f32 [n], the maximum minus the largest other entry (0 for a repeated maximum).
 struct ArgmaxRows {
-  Tensor index, margin;
+  Tensor index, margin, top;
 };
 ArgmaxRows argmax_rows(const Tensor& x);
 

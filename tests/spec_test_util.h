@@ -1,6 +1,9 @@
 // Shared by the speculative-decoding tests: the golden case (tests/golden/dflash-spec) loaded
 // for the decoder (target, drafter, prompts, expected outputs and rounds), on the CPU or a GPU.
 #pragma once
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,6 +44,35 @@ inline GoldenSpec read_golden_spec() {
     g.cases.push_back(gc);
   }
   return g;
+}
+
+// Runs f with stdout captured into the returned text (stdout is restored even when f throws).
+template <class F>
+std::string capture_stdout(const F& f) {
+  std::fflush(stdout);
+  FILE* tmp = std::tmpfile();
+  REQUIRE(tmp);
+  const int saved = ::dup(1);
+  ::dup2(::fileno(tmp), 1);
+  auto restore = [&] {
+    std::fflush(stdout);
+    ::dup2(saved, 1);
+    ::close(saved);
+  };
+  try {
+    f();
+  } catch (...) {
+    restore();
+    std::fclose(tmp);
+    throw;
+  }
+  restore();
+  std::rewind(tmp);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) out.append(buf, n);
+  std::fclose(tmp);
+  return out;
 }
 
 // The golden target and drafter, loaded in the current context (the caller's), plus a decoder.

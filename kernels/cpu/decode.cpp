@@ -94,7 +94,7 @@ void arange_from(const int32_t* base, int64_t n, int32_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = b + int32_t(i);
 }
 
-void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* margin) {
+void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* margin, float* top) {
   for (int64_t r = 0; r < n; ++r) {
     const float* row = x + r * V;
     int64_t best = 0;
@@ -105,6 +105,7 @@ void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* ma
       if (j != best && row[j] > second) second = row[j];
     index[r] = int32_t(best);
     margin[r] = row[best] - second;
+    top[r] = row[best];
   }
 }
 

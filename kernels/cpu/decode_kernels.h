@@ -33,9 +33,9 @@ void copy_rows(void* dst, int64_t dst_rows, const int32_t* dst_at, const void* s
 // out[i] = base[0] + i for i < n.
 void arange_from(const int32_t* base, int64_t n, int32_t* out);
 
-// Per row of x [n, V]: index[r] = the first maximum; margin[r] = that maximum minus the largest
-// other entry (0 when the maximum is repeated; +inf when V = 1).
-void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* margin);
+// Per row of x [n, V]: index[r] = the first maximum, top[r] = its value; margin[r] = the maximum
+// minus the largest other entry (0 when the maximum is repeated; +inf when V = 1).
+void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* margin, float* top);
 
 // spec_decode.cpp: the control of greedy speculative decoding (DFLASH.md, "Speculative decoding"),
 // over a device-side state of kSpecStateFields i32 (fields below). All sizes are fixed per program.
@@ -57,8 +57,11 @@ inline constexpr int kSpecStateFields = 16;
 inline constexpr int kSpecRoundHeader = 2;
 
 // After a prefill chunk: the chunk's rows are in the target's cache and (by then) in the drafter's
-// context; token = argmax of the chunk's last row. result = {token, margin as its f32 bits}.
-void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, int32_t* result);
+// context; token = argmax of the chunk's last row. result = kSpecTokenResult i32: {token, then the
+// f32 bits of its top-2 margin and of its logit}.
+inline constexpr int kSpecTokenResult = 3;
+void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, const float* last_top,
+                         int32_t* result);
 // block = [state.token, mask, ..., mask] (bs slots).
 void spec_make_block(const int32_t* state, int32_t mask_token_id, int64_t bs, int32_t* block);
 // block[k] = drafted[k] for k = 1..bs-1 (drafted is the argmax of every slot; slot 0's is unused).
@@ -68,8 +71,8 @@ void spec_fill_block(const int32_t* drafted, int64_t bs, int32_t* block);
 // hook that must stay 0), and queue the accepted positions' features as drafter context.
 void spec_accept(int32_t* state, const int32_t* block, const int32_t* p, int64_t bs, int32_t rollback_bias,
                  int32_t* result);
-// After a target-alone step: token = its argmax, one more cached position.
-// result = {token, margin as its f32 bits}.
-void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, int32_t* result);
+// After a target-alone step: token = its argmax, one more cached position; result as
+// spec_prefill_commit's.
+void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, const float* top, int32_t* result);
 
 }  // namespace dflash::kernels::cpu

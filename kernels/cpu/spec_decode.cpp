@@ -14,7 +14,8 @@ int32_t float_bits(float f) {
 }
 }  // namespace
 
-void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, int32_t* result) {
+void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, const float* last_top,
+                         int32_t* result) {
   namespace f = spec_state;
   state[f::target_len] += state[f::chunk_count];
   state[f::start] = state[f::target_len];
@@ -23,6 +24,7 @@ void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float
   state[f::token] = last_argmax[0];
   result[0] = last_argmax[0];
   result[1] = float_bits(last_margin[0]);
+  result[2] = float_bits(last_top[0]);
 }
 
 void spec_make_block(const int32_t* state, int32_t mask_token_id, int64_t bs, int32_t* block) {
@@ -50,12 +52,13 @@ void spec_accept(int32_t* state, const int32_t* block, const int32_t* p, int64_t
   state[f::accepted] = a;
 }
 
-void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, int32_t* result) {
+void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, const float* top, int32_t* result) {
   namespace f = spec_state;
   state[f::target_len] += 1;
   state[f::token] = argmax[0];
   result[0] = argmax[0];
   result[1] = float_bits(margin[0]);
+  result[2] = float_bits(top[0]);
 }
 
 }  // namespace dflash::kernels::cpu

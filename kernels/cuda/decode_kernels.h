@@ -35,15 +35,17 @@ void copy_rows(void* dst, int64_t dst_rows, const int32_t* dst_at, const void* s
                const int32_t* src_at, int64_t n, const int32_t* count, size_t row_bytes, void* stream);
 void arange_from(const int32_t* base, int64_t n, int32_t* out, void* stream);
 // x [n, V] f32 or bf16; one CTA per row.
-void argmax_rows(const void* x, bool bf16, int64_t n, int64_t V, int32_t* index, float* margin, void* stream);
+void argmax_rows(const void* x, bool bf16, int64_t n, int64_t V, int32_t* index, float* margin, float* top,
+                 void* stream);
 
 // spec_decode.cu: as kernels/cpu/spec_decode.cpp (one thread each; the state is i32 on the device).
-void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, int32_t* result,
-                         void* stream);
+void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, const float* last_top,
+                         int32_t* result, void* stream);
 void spec_make_block(const int32_t* state, int32_t mask_token_id, int64_t bs, int32_t* block, void* stream);
 void spec_fill_block(const int32_t* drafted, int64_t bs, int32_t* block, void* stream);
 void spec_accept(int32_t* state, const int32_t* block, const int32_t* p, int64_t bs, int32_t rollback_bias,
                  int32_t* result, void* stream);
-void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, int32_t* result, void* stream);
+void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, const float* top, int32_t* result,
+                      void* stream);
 
 }  // namespace dflash::kernels::cuda

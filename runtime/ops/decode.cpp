@@ -181,16 +181,16 @@ ArgmaxRows argmax_rows(const Tensor& x) {
   check_float_dtype(kOp, x, "x");
   DF_CHECK(x.ndim() >= 1 && x.shape().last() >= 1, kOp << ": x " << x.describe() << " must be [..., V] with V >= 1");
   const int64_t V = x.shape().last(), n = x.numel() / V;
-  ArgmaxRows r{Tensor::empty({n}, DType::i32), Tensor::empty({n}, DType::f32)};
+  ArgmaxRows r{Tensor::empty({n}, DType::i32), Tensor::empty({n}, DType::f32), Tensor::empty({n}, DType::f32)};
   int32_t* pi = i32(r.index);
-  float* pm = f32(r.margin);
+  float *pm = f32(r.margin), *pt = f32(r.top);
   if (on_cpu()) {
     const float* px = f32(x);
-    ctx().launch([=] { kernels::cpu::argmax_rows(px, n, V, pi, pm); });
+    ctx().launch([=] { kernels::cpu::argmax_rows(px, n, V, pi, pm, pt); });
     return r;
   }
 #ifdef DFLASH_CUDA
-  if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::argmax_rows(x.raw(), bf16(x), n, V, pi, pm, s);
+  if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::argmax_rows(x.raw(), bf16(x), n, V, pi, pm, pt, s);
 #else
   no_cuda_kernel(kOp);
 #endif
