@@ -24,6 +24,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
                        bool checkpointing);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           bool checkpointing);
+int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda);  // bench_spec.cpp
 }
 
 namespace {
@@ -131,8 +132,13 @@ int main(int argc, char** argv) {
     bool cuda = false, checkpointing = true;
     std::string model = "small";
     std::vector<Bucket> buckets;
+    std::vector<int64_t> contexts;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
+      if (cmd == "spec" && a.rfind("--context=", 0) == 0) {
+        contexts.push_back(std::stoll(a.substr(10)));
+        continue;
+      }
       if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
       else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
@@ -158,6 +164,10 @@ int main(int argc, char** argv) {
       if (buckets.empty()) buckets = {{512, 64, 1}, {1024, 128, 1}, {2048, 256, 1}};
       return bench_drafter_step(model, buckets, steps, cuda, checkpointing);
     }
+    if (cmd == "spec") {
+      if (contexts.empty()) contexts = {1024, 4096};
+      return bench_spec(model, contexts, steps, cuda);
+    }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
       return bench_drafter_profile(model, buckets, replays, cuda, checkpointing);
@@ -168,7 +178,9 @@ int main(int argc, char** argv) {
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
                  "                         [--no-checkpointing]   the DFlash drafter step of ../shared/BENCH.md\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
-                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n");
+                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n"
+                 "       dflash-bench spec [--cuda] [--model=qwen3-8b|small] [--context=N ...] [--steps=N]\n"
+                 "                         speculative decoding: one round and one target-alone step (random weights)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

@@ -252,6 +252,25 @@ void SpecDecoder::replay_round() {
   ctx_->synchronize();
 }
 
+void SpecDecoder::set_position(int64_t position) {
+  DF_CHECK(position >= 1 && position + block_size() <= opt_.max_len,
+           "SpecDecoder::set_position: " << position << " leaves no room for a block of " << block_size()
+                                         << " in the recorded capacity " << opt_.max_len);
+  ContextScope scope(*ctx_);
+  std::vector<int32_t> s(spec::kSpecStateFields, 0);
+  s[spec::field::start] = s[spec::field::target_len] = int32_t(position);
+  s[spec::field::ctx_at] = int32_t(position - 1);
+  s[spec::field::ctx_count] = 1;
+  state_.copy_from_host(s.data(), s.size() * sizeof(int32_t));
+}
+
+void SpecDecoder::replay_draft() {
+  DF_CHECK(drafter_, "SpecDecoder::replay_draft: this decoder was built without a drafter");
+  ContextScope scope(*ctx_);
+  run(draft_, [this] { draft_body(); });
+  ctx_->synchronize();
+}
+
 void SpecDecoder::replay_step() {
   ContextScope scope(*ctx_);
   run(step_, [this] { step_body(); });

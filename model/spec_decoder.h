@@ -56,9 +56,13 @@ class SpecDecoder {
   Decoded decode(const std::vector<int32_t>& prompt, int64_t max_new, const std::vector<int32_t>& stop_ids,
                  bool with_drafter);
 
-  // Timing (dflash-bench spec): the programs of one round (drafter block + verify with its
-  // rollback), or of one target-alone step, replayed on the state the last decode left.
+  // Timing (dflash-bench spec): set_position puts the next block at `position` over whatever the
+  // caches hold (one pending context row, as after a round with a = 0); the replays run the
+  // programs of one round (drafter block + verify with its rollback), of the drafter's block
+  // alone, or of one target-alone step, and wait for the device.
+  void set_position(int64_t position);
   void replay_round();
+  void replay_draft();
   void replay_step();
 
   int64_t block_size() const;

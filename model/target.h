@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "model/hf_config.h"
@@ -21,6 +22,12 @@ class Target {
   // the decoder layers features() concatenates (0-based, repeats allowed); max_seq_len bounds
   // the S of every forward (the positions tensor is made here, so a forward can be recorded).
   Target(const std::filesystem::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len);
+  // A target with random weights at spec's dims, made in memory without files (benchmarks at a
+  // real model's dims): linear weights and embeddings uniform with standard deviation `std`,
+  // norms 1, untied, from a counter-based generator (the same seed gives the same weights).
+  // model/target_random.cpp.
+  static std::unique_ptr<Target> random(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len,
+                                        uint64_t seed, double std);
 
   const TargetSpec& spec() const { return spec_; }
   const std::vector<int64_t>& layer_ids() const { return layer_ids_; }
@@ -39,6 +46,7 @@ class Target {
 
  private:
   friend class TargetDecoder;  // model/target_decode.h: the same layers over a KV cache
+  Target() = default;          // for random()
   struct Layer {
     Tensor input_norm, post_norm;  // [H]
     Tensor q, k, v, o;             // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]

@@ -3,6 +3,7 @@
 // logits, the stop-token example; the target-alone baseline; recorded programs against eager.
 #include "runtime/safetensors.h"
 #include "tests/spec_test_util.h"
+#include "train/spec_eval.h"
 
 using namespace dflash;
 using namespace dflash::test;
@@ -84,5 +85,46 @@ TEST_SUITE("spec") {
       CHECK(recorded.decoder->decode(c.prompt, 20, {}, false).margins ==
             eager.decoder->decode(c.prompt, 20, {}, false).margins);
     }
+  }
+}
+
+TEST_SUITE("spec") {
+  TEST_CASE("a random target (Target::random) with a random drafter decodes losslessly on the CPU, exactly") {
+    CpuRuntime rt;
+    TargetSpec t;
+    t.hidden_size = 48, t.intermediate_size = 96, t.num_hidden_layers = 3, t.num_attention_heads = 6;
+    t.num_key_value_heads = 2, t.head_dim = 8, t.vocab_size = 97, t.max_position_embeddings = 4096;
+    DrafterSpec d;
+    d.hidden_size = 48, d.intermediate_size = 64, d.num_hidden_layers = 2, d.num_attention_heads = 6;
+    d.num_key_value_heads = 3, d.head_dim = 8, d.vocab_size = 97, d.block_size = 5, d.mask_token_id = 96;
+    d.num_target_layers = 3, d.target_layer_ids = {0, 2};
+    std::unique_ptr<Target> target = Target::random(t, d.target_layer_ids, 1, 21, 0.3);
+    std::unique_ptr<Target> again = Target::random(t, d.target_layer_ids, 1, 21, 0.3);
+    CHECK(bitwise_equal(target->lm_head().to_floats(), again->lm_head().to_floats()));
+    CHECK_FALSE(bitwise_equal(target->lm_head().to_floats(), Target::random(t, {0, 2}, 1, 22, 0.3)->lm_head().to_floats()));
+    Drafter drafter(d, target->embed_tokens(), target->lm_head());
+    drafter.init_random(4, 0.3);
+    SpecDecoderOptions o;
+    o.max_len = 200;
+    o.prefill_chunk = 7;
+    SpecDecoder decoder(Device::cpu(), *target, &drafter, o);
+    std::mt19937_64 rng(3);
+    int64_t rounds = 0;
+    for (int p = 0; p < 6; ++p) {
+      std::vector<int32_t> prompt(size_t(1 + rng() % 40));
+      for (int32_t& id : prompt) id = int32_t(rng() % 96);
+      // measure_spec_prompt throws on any difference from the target's own greedy decoding.
+      SpecPromptResult r = measure_spec_prompt(decoder, {prompt, "random prompt " + std::to_string(p)}, 60,
+                                               {int32_t(rng() % 96)}, true, true);
+      CHECK(r.first_difference == -1);
+      rounds += int64_t(r.accepted.size());
+    }
+    CHECK(rounds > 0);
+    // The bench's timing entry points run on any position within the recorded capacity.
+    decoder.set_position(120);
+    decoder.replay_round();
+    decoder.replay_draft();
+    decoder.replay_step();
+    CHECK_THROWS_WITH_AS(decoder.set_position(197), doctest::Contains("leaves no room for a block of 5"), Error);
   }
 }
