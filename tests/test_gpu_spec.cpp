@@ -49,11 +49,14 @@ TEST_SUITE("gpu-spec") {
       matched += int64_t(k - c.prompt.size());
       total += int64_t(c.output.size() - c.prompt.size());
       same_rounds += spec.rounds.size() == c.rounds.size() ? 1 : 0;
-      const double err = rel_err(spec.first_logits, logits.read_floats("case" + std::to_string(i) + ".first_round_logits"));
       MESSAGE("prompt " << i << ": " << k - c.prompt.size() << " of " << c.output.size() - c.prompt.size()
-                        << " golden tokens reproduced; first-round drafter logits within " << err
-                        << " of the largest magnitude");
-      CHECK(err <= 5e-2);  // bf16 weights and activations against float64
+                        << " golden tokens reproduced");
+      // The first round's block is [prefill token, mask...]: comparable when the prefill token is the golden one.
+      if (spec.output[c.prompt.size()] == c.output[c.prompt.size()]) {
+        const double err = rel_err(spec.first_logits, logits.read_floats("case" + std::to_string(i) + ".first_round_logits"));
+        MESSAGE("prompt " << i << ": first-round drafter logits within " << err << " of the largest magnitude");
+        CHECK(err <= 5e-2);  // bf16 weights and activations against float64
+      }
       check_lossless(*m.decoder, c.prompt, g.max_new, "golden prompt " + std::to_string(i));
     }
     MESSAGE("GPU: " << matched << " of " << total << " golden (CPU) tokens reproduced; " << same_rounds << " of "
