@@ -1,8 +1,10 @@
 // Greedy speculative decoding on the CPU against the float64 golden case (tests/golden/dflash-spec):
 // every prompt's output, every round's drafts and acceptance lengths, the first round's drafter
 // logits, the stop-token example; the target-alone baseline; recorded programs against eager.
+#include "runtime/decode_ops.h"
 #include "runtime/safetensors.h"
 #include "tests/spec_test_util.h"
+#include "tests/target_fixtures.h"
 #include "train/spec_eval.h"
 
 using namespace dflash;
@@ -126,5 +128,39 @@ TEST_SUITE("spec") {
     decoder.replay_draft();
     decoder.replay_step();
     CHECK_THROWS_WITH_AS(decoder.set_position(197), doctest::Contains("leaves no room for a block of 5"), Error);
+  }
+}
+
+TEST_SUITE("spec") {
+  TEST_CASE("the target over its KV cache, chunk by chunk with a rollback, equals its full forward") {
+    CpuRuntime rt;
+    Target target(golden_dir() / "target-qwen3", {1, 2}, 64);
+    TargetDecoder dec(target, 48);
+    std::vector<int32_t> ids = random_ids(30, 320, 5), junk = random_ids(10, 320, 6);
+    const std::vector<float> want_f = target.features(Tensor::from_ints({1, 30}, ids)).to_floats();
+    const std::vector<float> want_l = target.logits(Tensor::from_ints({1, 30}, ids)).to_floats();
+    Tensor pos0 = Tensor::from_ints({1}, {0}), count = Tensor::from_ints({1}, {10});
+    std::vector<float> got_f, got_l;
+    auto chunk = [&](const std::vector<int32_t>& v, int32_t at, int32_t real) {
+      pos0.copy_from_host(&at, 4);
+      count.copy_from_host(&real, 4);
+      std::vector<int32_t> padded = v;
+      padded.resize(12, 0);  // a fixed chunk of 12 rows, `real` of them real
+      TargetDecoder::Pass p = dec.pass(Tensor::from_ints({12}, padded), pos0, count, true);
+      const std::vector<float> f = p.features.to_floats(), l = ops::linear_rowwise(p.hidden, target.lm_head()).to_floats();
+      return std::make_pair(std::vector<float>(f.begin(), f.begin() + real * 128),
+                            std::vector<float>(l.begin(), l.begin() + real * 320));
+    };
+    auto keep = [&](const std::pair<std::vector<float>, std::vector<float>>& r) {
+      got_f.insert(got_f.end(), r.first.begin(), r.first.end());
+      got_l.insert(got_l.end(), r.second.begin(), r.second.end());
+    };
+    keep(chunk({ids.begin(), ids.begin() + 10}, 0, 10));
+    chunk(junk, 20, 10);  // stale rows past the length: never read by earlier positions
+    chunk(junk, 10, 10);  // rejected positions 10..19, then the cache rolls back to 10
+    keep(chunk({ids.begin() + 10, ids.begin() + 20}, 10, 10));
+    keep(chunk({ids.begin() + 20, ids.begin() + 30}, 20, 10));
+    CHECK(rel_err(got_f, want_f) <= 1e-5);
+    CHECK(rel_err(got_l, want_l) <= 1e-5);
   }
 }
