@@ -130,8 +130,13 @@ int main(int argc, char** argv) {
     std::vector<Bucket> buckets;
     int64_t seq = 0, anchors = 0, heads = 32, kv_heads = 8, head_dim = 128, batch = 1;  // attention
     int reps = 20;
+    std::vector<int64_t> contexts;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
+      if (cmd == "spec" && a.rfind("--context=", 0) == 0) {
+        contexts.push_back(std::stoll(a.substr(10)));
+        continue;
+      }
       if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
       else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
@@ -185,6 +190,10 @@ int main(int argc, char** argv) {
       }
       return bench_attention(shapes, reps);
     }
+    if (cmd == "spec") {
+      if (contexts.empty()) contexts = {1024, 4096};
+      return bench_spec(model, contexts, steps, cuda);
+    }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
       return bench_drafter_profile(model, buckets, replays, cuda, checkpointing);
@@ -199,10 +208,11 @@ int main(int argc, char** argv) {
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
                  "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n"
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
-
                  "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"
                  "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"
-                 "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n");
+                 "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n"
+                 "       dflash-bench spec [--cuda] [--model=qwen3-8b|small] [--context=N ...] [--steps=N]\n"
+                 "                         speculative decoding: one round and one target-alone step (random weights)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

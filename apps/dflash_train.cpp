@@ -3,6 +3,8 @@
 //   dflash-train prepare --config FILE [...]       JSONL -> validated token shards
 //   dflash-train hidden --config FILE [...]        target features -> hidden-state shards (offline mode)
 //   dflash-train eval --config FILE --drafter DIR  every valid anchor of data.eval
+//   dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]
+//                                                  greedy speculative decoding: the real tau and speedup
 //   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32]
 #include <cstdio>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "train/commands.h"
+#include "train/spec_eval.h"
 #include "train/trainer.h"
 
 using namespace dflash;
@@ -20,11 +23,13 @@ const char* kUsage =
     "       dflash-train prepare --config FILE [--section.key=value ...]\n"
     "       dflash-train hidden  --config FILE [--section.key=value ...]\n"
     "       dflash-train eval    --config FILE --drafter DIR [--section.key=value ...]\n"
+    "       dflash-train spec    --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]\n"
+    "                            [--section.key=value ...]\n"
     "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32]\n";
 
 struct Args {
   std::string command = "train";
-  std::string config, drafter, checkpoint, out, dtype = "bf16";
+  std::string config, drafter, checkpoint, out, dtype = "bf16", prompts, max_new_tokens;
   std::vector<std::string> overrides;
 };
 
@@ -38,7 +43,7 @@ Args parse(int argc, char** argv) {
   int i = 1;
   if (i < argc && argv[i][0] != '-') a.command = argv[i++];
   if (a.command != "train" && a.command != "prepare" && a.command != "hidden" && a.command != "eval" &&
-      a.command != "export")
+      a.command != "export" && a.command != "spec")
     usage_error("unknown command '" + a.command + "'");
   for (; i < argc; ++i) {
     std::string s = argv[i];
@@ -56,6 +61,8 @@ Args parse(int argc, char** argv) {
     else if (s == "--checkpoint" || s.rfind("--checkpoint=", 0) == 0) a.checkpoint = value("--checkpoint");
     else if (s == "--out" || s.rfind("--out=", 0) == 0) a.out = value("--out");
     else if (s == "--dtype" || s.rfind("--dtype=", 0) == 0) a.dtype = value("--dtype");
+    else if (s == "--prompts" || s.rfind("--prompts=", 0) == 0) a.prompts = value("--prompts");
+    else if (s == "--max-new-tokens" || s.rfind("--max-new-tokens=", 0) == 0) a.max_new_tokens = value("--max-new-tokens");
     else if (s.rfind("--", 0) == 0 && s.find('=') != std::string::npos) a.overrides.push_back(s.substr(2));
     else usage_error("unexpected argument '" + s + "' (overrides are written --section.key=value)");
   }
@@ -64,8 +71,30 @@ Args parse(int argc, char** argv) {
   } else if (a.config.empty()) {
     usage_error(a.command + " needs --config FILE");
   }
-  if (a.command == "eval" && a.drafter.empty()) usage_error("eval needs --drafter DIR (an export or checkpoints/step-N)");
+  if ((a.command == "eval" || a.command == "spec") && a.drafter.empty())
+    usage_error(a.command + " needs --drafter DIR (an export or checkpoints/step-N)");
+  if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty()))
+    usage_error("--prompts and --max-new-tokens belong to the spec command");
   return a;
+}
+// --max-new-tokens must be a whole number >= 1.
+SpecCommandOptions spec_options(const Args& a) {
+  SpecCommandOptions o;
+  o.drafter = a.drafter;
+  o.prompts = a.prompts;
+  if (!a.max_new_tokens.empty()) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(a.max_new_tokens, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != a.max_new_tokens.size() || v < 1)
+      usage_error("--max-new-tokens " + a.max_new_tokens + ": it must be a whole number of at least 1");
+    o.max_new_tokens = v;
+  }
+  return o;
 }
 }  // namespace
 
@@ -80,6 +109,7 @@ int main(int argc, char** argv) {
     if (a.command == "prepare") run_prepare(cfg);
     else if (a.command == "hidden") run_hidden(cfg);
     else if (a.command == "eval") run_eval(cfg, a.drafter);
+    else if (a.command == "spec") run_spec(cfg, spec_options(a));
     else run_training(cfg);
     return 0;
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "model/hf_config.h"
@@ -27,6 +28,12 @@ class Target {
   // tensor): benchmarks at real dims without writing gigabytes of checkpoint first.
   using WeightInit = std::function<void(const std::string& name, const Tensor& weight)>;
   Target(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len, const WeightInit& init);
+  // A target with random weights at spec's dims, made in memory without files (benchmarks at a
+  // real model's dims): linear weights and embeddings uniform with standard deviation `std`,
+  // norms 1, untied, from a counter-based generator (the same seed gives the same weights).
+  // model/target_random.cpp.
+  static std::unique_ptr<Target> random(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len,
+                                        uint64_t seed, double std);
 
   const TargetSpec& spec() const { return spec_; }
   const std::vector<int64_t>& layer_ids() const { return layer_ids_; }
@@ -45,6 +52,8 @@ class Target {
   Tensor logits(const Tensor& ids) const;
 
  private:
+  friend class TargetDecoder;  // model/target_decode.h: the same layers over a KV cache
+  Target() = default;          // for random()
   struct Layer {
     Tensor input_norm, post_norm;  // [H]
     Tensor q, k, v, o;             // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]

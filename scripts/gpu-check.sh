@@ -6,7 +6,7 @@
 # synccheck, initcheck, attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
-# target's forward), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long,
+# target's forward), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
 # from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
@@ -69,6 +69,8 @@ for s in "${steps[@]}"; do
     bench-qwen3-8b) step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b \
       --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20 && ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=1024:128 --bucket=4096:512 --steps=20 --no-checkpointing" ;;
+    bench-spec) step bench-spec timeout 500 ./build/dflash-bench spec --cuda --model=qwen3-8b --context=1024 \
+      --context=4096 --steps=20 ;;
     bench-long) step bench-long timeout 500 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=8192:512 \
       --bucket=16384:512 --bucket=32768:512 --bucket=65536:512 --steps=20 ;;
     anchors-small) step anchors-small timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes compiled \
@@ -79,7 +81,8 @@ for s in "${steps[@]}"; do
       --buckets 8192:512,16384:512,32768:512,65536:512 ;;
     tiny-job) step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu \
       --target.path=/tmp/tiny-gpu/target --data.train=/tmp/tiny-gpu/data/train.jsonl \
-      --data.eval=/tmp/tiny-gpu/data/eval.jsonl --checkpoint.every=0 --metrics.progress=false ;;
+      --data.eval=/tmp/tiny-gpu/data/eval.jsonl --eval.spec_prompts=/tmp/tiny-gpu/data/eval.jsonl \
+      --checkpoint.every=0 --metrics.progress=false ;;
     *) echo "gpu-check: unknown step '$s'"; exit 2 ;;
   esac
 done

@@ -418,6 +418,14 @@ class Parser {
     at_least(t.eval_every, 0, "training.eval_every");
     at_least(t.chunk_rows, 1, "training.chunk_rows");
 
+    at_least(c.eval.spec_every, 0, "eval.spec_every");
+    at_least(c.eval.spec_max_new_tokens, 1, "eval.spec_max_new_tokens");
+    at_least(c.eval.spec_prefill_chunk, 1, "eval.spec_prefill_chunk");
+    for (int64_t id : c.eval.spec_stop_token_ids)
+      require(id >= 0 && id <= INT32_MAX, "eval.spec_stop_token_ids", "stop ids must be token ids, 0 or more");
+    require(c.eval.spec_stop_token_ids.empty() || !c.eval.spec_ignore_eos, "eval.spec_ignore_eos",
+            "contradicts eval.spec_stop_token_ids (stop ids given but ignored); drop one of the two");
+
     require(
         valid_devices(c.runtime.devices), "runtime.devices",
         "use \"auto\", \"cpu\", \"cuda\" (every GPU) or \"cuda:N[,M...]\" with distinct GPU ids, e.g. \"cuda:0,1\"");

@@ -59,6 +59,17 @@ struct TrainingConfig {
   int64_t chunk_rows = 1024;   // rows per chunk of the fused lm_head + cross-entropy
 };
 
+// [eval]: the real acceptance length during training and the `spec` command's decoding settings
+// (DFLASH.md, "Speculative decoding with a trained drafter (greedy)").
+struct EvalConfig {
+  std::filesystem::path spec_prompts;     // JSONL {"input_ids": [...]}; empty: no spec_tau in training
+  int64_t spec_every = 0;                 // optimizer steps; 0: before and after training only
+  int64_t spec_max_new_tokens = 128;      // new tokens per prompt (also `spec`'s default)
+  std::vector<int64_t> spec_stop_token_ids;  // empty: the target's eos_token_id
+  bool spec_ignore_eos = false;           // true: no stop token at all
+  int64_t spec_prefill_chunk = 128;       // prompt positions per recorded prefill program
+};
+
 struct RuntimeConfig {
   std::string devices = "auto";  // "auto", "cpu", "cuda" (all GPUs) or "cuda:0,1"
   bool graphs = true;            // false: eager mode, the debugging path
@@ -85,6 +96,7 @@ struct Config {
   DataConfig data;
   std::vector<Bucket> buckets;
   TrainingConfig training;
+  EvalConfig eval;
   RuntimeConfig runtime;
   CheckpointConfig checkpoint;
   MetricsConfig metrics;

@@ -71,6 +71,12 @@ const std::vector<Field>& fields() {
       DF_FIELD(training.checkpointing, boolean),
       DF_FIELD(training.eval_every, integer),
       DF_FIELD(training.chunk_rows, integer),
+      DF_FIELD(eval.spec_prompts, path),
+      DF_FIELD(eval.spec_every, integer),
+      DF_FIELD(eval.spec_max_new_tokens, integer),
+      DF_FIELD(eval.spec_stop_token_ids, integer_list),
+      DF_FIELD(eval.spec_ignore_eos, boolean),
+      DF_FIELD(eval.spec_prefill_chunk, integer),
       DF_FIELD(runtime.devices, text),
       DF_FIELD(runtime.graphs, boolean),
       DF_FIELD(runtime.cpu_workers, integer),
@@ -85,9 +91,9 @@ const std::vector<Field>& fields() {
 }
 #undef DF_FIELD
 
-const std::vector<std::string> kSections = {"job",        "target",         "target.synthetic", "drafter",
-                                            "data",       "data.synthetic", "training",         "runtime",
-                                            "checkpoint", "metrics"};
+const std::vector<std::string> kSections = {"job",      "target",     "target.synthetic", "drafter", "data",
+                                            "data.synthetic", "training", "eval", "runtime", "checkpoint",
+                                            "metrics"};
 const std::vector<std::string> kBucketKeys = {"seq", "anchors", "batch"};
 
 const Field* find_field(const std::string& key) {

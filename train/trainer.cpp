@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/export.h"
 #include "train/job.h"
+#include "train/spec_monitor.h"
 #include "train/train_log.h"
 
 namespace dflash {
@@ -94,6 +95,12 @@ class Trainer {
       log_.info("eager mode (runtime.graphs = false): nothing recorded; every step allocates as it runs");
     }
     memory_mib_ = double(replicas_[0]->context().persistent_bytes() + replicas_[0]->context().arena_bytes()) / (1 << 20);
+    if (!c.eval.spec_prompts.empty()) {
+      if (!online_) info("offline mode: the target is loaded to decode eval.spec_prompts (spec_tau)");
+      std::vector<Replica*> replicas;
+      for (auto& r : replicas_) replicas.push_back(r.get());
+      spec_ = std::make_unique<SpecMonitor>(c, replicas, info);
+    }
   }
 
   TrainResult run() {
@@ -102,6 +109,7 @@ class Trainer {
     int64_t step = resume();
     result.start_step = step;
     if (eval_ && step == 0) result.before = evaluate_now("eval before training");
+    if (spec_ && step == 0) measure_spec(step, "before training");
     SignalGuard signals;
     start_workers();
     const int64_t total = c.training.steps;
@@ -138,6 +146,8 @@ class Trainer {
       }
       if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 0 && step < total)
         evaluate_now("eval at step " + std::to_string(step));
+      if (spec_ && c.eval.spec_every > 0 && step % c.eval.spec_every == 0 && step < total)
+        measure_spec(step, "at step " + std::to_string(step));
       if (int sig = g_stop_signal.load()) {
         log_.info(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + " at step " +
                   std::to_string(step) + ": writing a checkpoint and stopping");
@@ -151,6 +161,7 @@ class Trainer {
     if (!result.interrupted) {
       if (step > first || !result.last_checkpoint.empty() || step == 0) result.last_checkpoint = save(step);
       if (eval_) result.after = evaluate_now("eval after training");
+      if (spec_) measure_spec(step, "after training");
       if (result.before && result.after)
         log_.info("tau estimate on the eval set: " + std::to_string(result.before->tau).substr(0, 5) + " before training, " +
                   std::to_string(result.after->tau).substr(0, 5) + " after");
@@ -364,6 +375,18 @@ class Trainer {
     return e;
   }
 
+  // The real tau (speculative decoding with the current weights): a log line and a metrics record.
+  void measure_spec(int64_t step, const std::string& what) {
+    log_.progress("spec_tau " + what + ": decoding " + std::to_string(spec_->prompts()) + " prompts");
+    SpecFigures f = spec_->measure();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "spec_tau %s: %.4f (micro %.4f, SGLang accept length %.4f; %lld prompts, %lld rounds)",
+                  what.c_str(), f.tau, f.tau_micro, f.accept_length, (long long)f.prompts, (long long)f.rounds);
+    log_.info(buf);
+    log_.metrics({{"step", step}, {"eval", "spec_tau " + what}, {"spec_tau", f.tau}, {"spec_tau_micro", f.tau_micro},
+                  {"spec_accept_length", f.accept_length}, {"spec_histogram", f.histogram}, {"spec_rounds", f.rounds}});
+  }
+
   // The steps since the last log line: figures are their means (tokens/s over their time).
   struct Interval {
     int n = 0;
@@ -405,6 +428,7 @@ class Trainer {
   std::unique_ptr<Communicator> comm_;
   ThreadCommunicator* thread_comm_ = nullptr;  // comm_ when the workers are CPU threads
   std::vector<std::unique_ptr<Replica>> replicas_;
+  std::unique_ptr<SpecMonitor> spec_;  // with eval.spec_prompts; destroyed before the replicas
   std::vector<std::unique_ptr<WorkerThread>> threads_;
   std::vector<std::vector<Slot>> slots_;
   std::vector<std::array<float, 2>> stats_;

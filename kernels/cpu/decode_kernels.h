@@ -1,0 +1,78 @@
+// CPU kernels of the inference (decode) path: plain functions over pointers and sizes, no
+// allocation. What varies per call of a recorded decode program (a cache length, a row count,
+// a row index) is read through a pointer to an i32 at call time, never baked into the call.
+// Every per-row result is computed by the same instruction sequence whatever the row count, so
+// a pass over n rows equals n one-row passes bit for bit (the lossless check relies on it).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace dflash::kernels::cpu {
+
+// decode.cpp
+// y[i, j] = dot(x[i, :], w[j, :]) for x [M, K], w [N, K], y [M, N]: each dot product is summed in
+// eight fixed lanes, so y's row i depends on x's row i only (not on M).
+void linear_rows_f32(const float* x, const float* w, float* y, int64_t M, int64_t K, int64_t N);
+
+// Attention of n query rows over a KV cache. q, out [n, nh, hd]; k, v [C, nkv, hd]. Row i has
+// position p = pos0[0] + i and sees keys 0..min(p, C-1); GQA: query head h uses kv head
+// h / (nh/nkv). Each (row, head) is one independent online softmax over keys in order.
+struct CachedAttentionDims {
+  int64_t n, nh, nkv, hd, C;
+  float scale;
+};
+inline constexpr int64_t kCachedAttentionMaxHeadDim = 256;
+void cached_attention_forward(const float* q, const float* k, const float* v, const int32_t* pos0,
+                              const CachedAttentionDims& d, float* out);
+
+// dst row (dst_at[0] + r) = src row (src_at[0] + r) for r < min(n, count[0]); a null offset is 0,
+// a null count is n. Rows that fall outside [0, dst_rows) or [0, src_rows) are skipped.
+void copy_rows(void* dst, int64_t dst_rows, const int32_t* dst_at, const void* src, int64_t src_rows,
+               const int32_t* src_at, int64_t n, const int32_t* count, size_t row_bytes);
+
+// out[i] = base[0] + i for i < n.
+void arange_from(const int32_t* base, int64_t n, int32_t* out);
+
+// Per row of x [n, V]: index[r] = the first maximum, top[r] = its value; margin[r] = the maximum
+// minus the largest other entry (0 when the maximum is repeated; +inf when V = 1).
+void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* margin, float* top);
+
+// spec_decode.cpp: the control of greedy speculative decoding (DFLASH.md, "Speculative decoding"),
+// over a device-side state of kSpecStateFields i32 (fields below). All sizes are fixed per program.
+namespace spec_state {
+enum : int {
+  start = 0,        // the next block's first position (the drafter's anchor)
+  target_len = 1,   // positions the target's KV cache holds (a pass writes from here)
+  ctx_at = 2,       // where the pending context rows go in the drafter's cache
+  ctx_count = 3,    // how many pending context rows (0..bs)
+  token = 4,        // out[start]: the block's slot 0, or the target-alone step's input
+  zero = 5,         // always 0
+  chunk_count = 6,  // the staged prefill chunk's real rows
+  chunk_last = 7,   // chunk_count - 1
+  accepted = 8,     // the last round's a
+};
+}
+inline constexpr int kSpecStateFields = 16;
+// Round result: [0] = a, [1] = the bonus token p[a], [2 .. 2+bs) = the block (slot 0, then drafts).
+inline constexpr int kSpecRoundHeader = 2;
+
+// After a prefill chunk: the chunk's rows are in the target's cache and (by then) in the drafter's
+// context; token = argmax of the chunk's last row. result = kSpecTokenResult i32: {token, then the
+// f32 bits of its top-2 margin and of its logit}.
+inline constexpr int kSpecTokenResult = 3;
+void spec_prefill_commit(int32_t* state, const int32_t* last_argmax, const float* last_margin, const float* last_top,
+                         int32_t* result);
+// block = [state.token, mask, ..., mask] (bs slots).
+void spec_make_block(const int32_t* state, int32_t mask_token_id, int64_t bs, int32_t* block);
+// block[k] = drafted[k] for k = 1..bs-1 (drafted is the argmax of every slot; slot 0's is unused).
+void spec_fill_block(const int32_t* drafted, int64_t bs, int32_t* block);
+// The verify pass's argmax p [bs] against the block: a = the leading drafts that equal the
+// target's choice; commit, roll back the target's cache to start + a + 1 (+ rollback_bias, a test
+// hook that must stay 0), and queue the accepted positions' features as drafter context.
+void spec_accept(int32_t* state, const int32_t* block, const int32_t* p, int64_t bs, int32_t rollback_bias,
+                 int32_t* result);
+// After a target-alone step: token = its argmax, one more cached position; result as
+// spec_prefill_commit's.
+void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, const float* top, int32_t* result);
+
+}  // namespace dflash::kernels::cpu

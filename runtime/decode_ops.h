@@ -1,0 +1,41 @@
+// Ops of the inference (decode) path, forward only (inputs that need grad are refused: run them
+// under NoGrad). What varies between replays of a recorded decode program (a cache length, a
+// row index, a row count) is an i32 [1] tensor on the device, read by the kernel when it runs.
+#pragma once
+#include <cstdint>
+
+#include "runtime/tensor.h"
+
+namespace dflash::ops {
+
+// x [..., K] times w [N, K]^T -> [..., N] in dtype `out` (the two-argument form: x's dtype).
+// CPU (f32): each output row depends on its input row only, bit for bit whatever the row count,
+// so a pass over n rows equals n one-row passes. CUDA: cuBLAS with f32 accumulation, C in `out`
+// (f32 or bf16); rows are not independent there.
+Tensor linear_rowwise(const Tensor& x, const Tensor& w, DType out);
+Tensor linear_rowwise(const Tensor& x, const Tensor& w);
+
+// Attention of n query rows over a KV cache: q [n, nh, hd]; k_cache, v_cache [C, nkv, hd];
+// pos0 i32 [1]. Row i has position pos0 + i and sees cache rows 0..min(pos0 + i, C - 1) (its own
+// row must be written into the cache before the call). GQA: query head h uses kv head
+// h / (nh/nkv). CPU f32; CUDA f32 or bf16 (one dtype), hd a multiple of 8 up to 256.
+Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos0,
+                        float scale);
+
+// dst row (dst_at + r) = src row (src_at + r) for r < min(n, count); rows are slices along dim 0
+// of equal size and dtype. dst_at, src_at and count are i32 [1] on the device, or undefined for
+// 0, 0 and n. Rows outside either tensor are skipped (never written out of bounds).
+void copy_rows_(const Tensor& dst, const Tensor& dst_at, const Tensor& src, const Tensor& src_at, int64_t n,
+                const Tensor& count);
+
+// i32 [n]: base + 0, base + 1, ... (base i32 [1] on the device).
+Tensor arange_from(const Tensor& base, int64_t n);
+
+// Per row of x [n, V] (f32, or bf16 on CUDA): index i32 [n], the first maximum; top f32 [n], its
+// value; margin f32 [n], the maximum minus the largest other entry (0 for a repeated maximum).
+struct ArgmaxRows {
+  Tensor index, margin, top;
+};
+ArgmaxRows argmax_rows(const Tensor& x);
+
+}  // namespace dflash::ops

@@ -1,0 +1,94 @@
+// Shared by the speculative-decoding tests: the golden case (tests/golden/dflash-spec) loaded
+// for the decoder (target, drafter, prompts, expected outputs and rounds), on the CPU or a GPU.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "model/drafter.h"
+#include "model/spec_decoder.h"
+#include "model/target.h"
+#include "runtime/fileio.h"
+#include "tests/test_util.h"
+#include "train/export.h"
+
+namespace dflash::test {
+
+struct GoldenSpecCase {
+  std::vector<int32_t> prompt, output;
+  std::vector<SpecRound> rounds;
+  double tau = 0;
+};
+
+struct GoldenSpec {
+  nlohmann::json expected;
+  std::vector<GoldenSpecCase> cases;
+  int64_t max_new = 0;
+};
+
+inline GoldenSpec read_golden_spec() {
+  GoldenSpec g;
+  g.expected = nlohmann::json::parse(read_file_text(golden_spec_dir() / "expected.json"));
+  g.max_new = g.expected.at("max_new_tokens").get<int64_t>();
+  for (const auto& c : g.expected.at("cases")) {
+    GoldenSpecCase gc;
+    gc.prompt = c.at("prompt").get<std::vector<int32_t>>();
+    gc.output = c.at("output").get<std::vector<int32_t>>();
+    gc.tau = c.at("tau").get<double>();
+    for (const auto& r : c.at("rounds"))
+      gc.rounds.push_back({r.at("start").get<int64_t>(), r.at("draft").get<std::vector<int32_t>>(),
+                           r.at("accepted").get<int64_t>()});
+    g.cases.push_back(gc);
+  }
+  return g;
+}
+
+// Runs f with stdout captured into the returned text (stdout is restored even when f throws).
+template <class F>
+std::string capture_stdout(const F& f) {
+  std::fflush(stdout);
+  FILE* tmp = std::tmpfile();
+  REQUIRE(tmp);
+  const int saved = ::dup(1);
+  ::dup2(::fileno(tmp), 1);
+  auto restore = [&] {
+    std::fflush(stdout);
+    ::dup2(saved, 1);
+    ::close(saved);
+  };
+  try {
+    f();
+  } catch (...) {
+    restore();
+    std::fclose(tmp);
+    throw;
+  }
+  restore();
+  std::rewind(tmp);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) out.append(buf, n);
+  std::fclose(tmp);
+  return out;
+}
+
+// The golden target and drafter, loaded in the current context (the caller's), plus a decoder.
+struct GoldenSpecModels {
+  std::unique_ptr<Target> target;
+  std::unique_ptr<Drafter> drafter;
+  std::unique_ptr<SpecDecoder> decoder;
+
+  GoldenSpecModels(Device device, SpecDecoderOptions o) {
+    const std::filesystem::path drafter_dir = golden_spec_dir() / "drafter";
+    DrafterSpec spec = read_drafter_config(drafter_dir).spec;
+    target = std::make_unique<Target>(golden_dir() / "target-qwen3", spec.target_layer_ids, 64);
+    drafter = std::make_unique<Drafter>(spec, target->embed_tokens(), target->lm_head());
+    load_drafter_weights(drafter_dir, spec, drafter->params());
+    decoder = std::make_unique<SpecDecoder>(device, *target, drafter.get(), o);
+  }
+};
+
+}  // namespace dflash::test

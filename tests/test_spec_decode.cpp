@@ -1,0 +1,166 @@
+// Greedy speculative decoding on the CPU against the float64 golden case (tests/golden/dflash-spec):
+// every prompt's output, every round's drafts and acceptance lengths, the first round's drafter
+// logits, the stop-token example; the target-alone baseline; recorded programs against eager.
+#include "runtime/decode_ops.h"
+#include "runtime/safetensors.h"
+#include "tests/spec_test_util.h"
+#include "tests/target_fixtures.h"
+#include "train/spec_eval.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+SpecDecoderOptions golden_options(bool graphs, int64_t chunk) {
+  SpecDecoderOptions o;
+  o.max_len = 44;
+  o.prefill_chunk = chunk;
+  o.graphs = graphs;
+  o.draft_logits = true;
+  return o;
+}
+
+void check_rounds(const std::vector<SpecRound>& got, const std::vector<SpecRound>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t r = 0; r < want.size(); ++r) {
+    INFO("round " << r);
+    CHECK(got[r].start == want[r].start);
+    CHECK(got[r].draft == want[r].draft);
+    CHECK(got[r].accepted == want[r].accepted);
+  }
+}
+}  // namespace
+
+TEST_SUITE("spec") {
+  TEST_CASE("the golden case: outputs, rounds, drafts, acceptance lengths and first-round logits") {
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    SafeTensors logits(golden_spec_dir() / "expected_logits.safetensors");
+    for (int64_t chunk : {64, 3}) {  // one prefill program, and a prompt split over two chunks
+      GoldenSpecModels m(Device::cpu(), golden_options(true, chunk));
+      for (size_t i = 0; i < g.cases.size(); ++i) {
+        INFO("prompt " << i << ", prefill chunk " << chunk);
+        const GoldenSpecCase& c = g.cases[i];
+        Decoded spec = m.decoder->decode(c.prompt, g.max_new, {}, true);
+        CHECK(spec.output == c.output);
+        check_rounds(spec.rounds, c.rounds);
+        double tau = 0;
+        for (const SpecRound& r : spec.rounds) tau += double(r.accepted);
+        CHECK(tau / double(spec.rounds.size()) == doctest::Approx(c.tau).epsilon(1e-12));
+        std::vector<float> want = logits.read_floats("case" + std::to_string(i) + ".first_round_logits");
+        CHECK(rel_err(spec.first_logits, want) <= 1e-4);
+        Decoded alone = m.decoder->decode(c.prompt, g.max_new, {}, false);
+        CHECK(alone.output == c.output);
+        CHECK(alone.margins.size() == size_t(g.max_new));
+      }
+    }
+  }
+
+  TEST_CASE("the golden stop-token example: stop id 284 ends prompt 0 after one round") {
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    GoldenSpecModels m(Device::cpu(), golden_options(true, 64));
+    const std::vector<int32_t>& prompt = g.cases[0].prompt;
+    std::vector<int32_t> want = prompt;
+    want.insert(want.end(), {3, 284});
+    Decoded spec = m.decoder->decode(prompt, g.max_new, {284}, true);
+    CHECK(spec.output == want);
+    REQUIRE(spec.rounds.size() == 1);
+    CHECK(spec.rounds[0].draft == std::vector<int32_t>{3, 3, 3});
+    CHECK(spec.rounds[0].accepted == 1);
+    CHECK(m.decoder->decode(prompt, g.max_new, {284}, false).output == want);
+    // A stop token that is the prefill's own token still gets one round, whose output is cut.
+    Decoded at_prefill = m.decoder->decode(prompt, g.max_new, {3}, true);
+    CHECK(at_prefill.rounds.size() == 1);
+    CHECK(at_prefill.output == std::vector<int32_t>{51, 109, 295, 121, 3});
+    CHECK(m.decoder->decode(prompt, g.max_new, {3}, false).output == at_prefill.output);
+  }
+
+  TEST_CASE("eager passes give the recorded programs' tokens and logits bit for bit") {
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    GoldenSpecModels recorded(Device::cpu(), golden_options(true, 3)), eager(Device::cpu(), golden_options(false, 3));
+    for (const GoldenSpecCase& c : g.cases) {
+      Decoded a = recorded.decoder->decode(c.prompt, 20, {}, true), b = eager.decoder->decode(c.prompt, 20, {}, true);
+      CHECK(a.output == b.output);
+      CHECK(bitwise_equal(a.first_logits, b.first_logits));
+      CHECK(recorded.decoder->decode(c.prompt, 20, {}, false).margins ==
+            eager.decoder->decode(c.prompt, 20, {}, false).margins);
+    }
+  }
+}
+
+TEST_SUITE("spec") {
+  TEST_CASE("a random target (Target::random) with a random drafter decodes losslessly on the CPU, exactly") {
+    CpuRuntime rt;
+    TargetSpec t;
+    t.hidden_size = 48, t.intermediate_size = 96, t.num_hidden_layers = 3, t.num_attention_heads = 6;
+    t.num_key_value_heads = 2, t.head_dim = 8, t.vocab_size = 97, t.max_position_embeddings = 4096;
+    DrafterSpec d;
+    d.hidden_size = 48, d.intermediate_size = 64, d.num_hidden_layers = 2, d.num_attention_heads = 6;
+    d.num_key_value_heads = 3, d.head_dim = 8, d.vocab_size = 97, d.block_size = 5, d.mask_token_id = 96;
+    d.num_target_layers = 3, d.target_layer_ids = {0, 2};
+    std::unique_ptr<Target> target = Target::random(t, d.target_layer_ids, 1, 21, 0.3);
+    std::unique_ptr<Target> again = Target::random(t, d.target_layer_ids, 1, 21, 0.3);
+    CHECK(bitwise_equal(target->lm_head().to_floats(), again->lm_head().to_floats()));
+    CHECK_FALSE(bitwise_equal(target->lm_head().to_floats(), Target::random(t, {0, 2}, 1, 22, 0.3)->lm_head().to_floats()));
+    Drafter drafter(d, target->embed_tokens(), target->lm_head());
+    drafter.init_random(4, 0.3);
+    SpecDecoderOptions o;
+    o.max_len = 200;
+    o.prefill_chunk = 7;
+    SpecDecoder decoder(Device::cpu(), *target, &drafter, o);
+    std::mt19937_64 rng(3);
+    int64_t rounds = 0;
+    for (int p = 0; p < 6; ++p) {
+      std::vector<int32_t> prompt(size_t(1 + rng() % 40));
+      for (int32_t& id : prompt) id = int32_t(rng() % 96);
+      // measure_spec_prompt throws on any difference from the target's own greedy decoding.
+      SpecPromptResult r = measure_spec_prompt(decoder, {prompt, "random prompt " + std::to_string(p)}, 60,
+                                               {int32_t(rng() % 96)}, true, true);
+      CHECK(r.first_difference == -1);
+      rounds += int64_t(r.accepted.size());
+    }
+    CHECK(rounds > 0);
+    // The bench's timing entry points run on any position within the recorded capacity.
+    decoder.set_position(120);
+    decoder.replay_round();
+    decoder.replay_draft();
+    decoder.replay_step();
+    CHECK_THROWS_WITH_AS(decoder.set_position(197), doctest::Contains("leaves no room for a block of 5"), Error);
+  }
+}
+
+TEST_SUITE("spec") {
+  TEST_CASE("the target over its KV cache, chunk by chunk with a rollback, equals its full forward") {
+    CpuRuntime rt;
+    Target target(golden_dir() / "target-qwen3", {1, 2}, 64);
+    TargetDecoder dec(target, 48);
+    std::vector<int32_t> ids = random_ids(30, 320, 5), junk = random_ids(10, 320, 6);
+    const std::vector<float> want_f = target.features(Tensor::from_ints({1, 30}, ids)).to_floats();
+    const std::vector<float> want_l = target.logits(Tensor::from_ints({1, 30}, ids)).to_floats();
+    Tensor pos0 = Tensor::from_ints({1}, {0}), count = Tensor::from_ints({1}, {10});
+    std::vector<float> got_f, got_l;
+    auto chunk = [&](const std::vector<int32_t>& v, int32_t at, int32_t real) {
+      pos0.copy_from_host(&at, 4);
+      count.copy_from_host(&real, 4);
+      std::vector<int32_t> padded = v;
+      padded.resize(12, 0);  // a fixed chunk of 12 rows, `real` of them real
+      TargetDecoder::Pass p = dec.pass(Tensor::from_ints({12}, padded), pos0, count, true);
+      const std::vector<float> f = p.features.to_floats(), l = ops::linear_rowwise(p.hidden, target.lm_head()).to_floats();
+      return std::make_pair(std::vector<float>(f.begin(), f.begin() + real * 128),
+                            std::vector<float>(l.begin(), l.begin() + real * 320));
+    };
+    auto keep = [&](const std::pair<std::vector<float>, std::vector<float>>& r) {
+      got_f.insert(got_f.end(), r.first.begin(), r.first.end());
+      got_l.insert(got_l.end(), r.second.begin(), r.second.end());
+    };
+    keep(chunk({ids.begin(), ids.begin() + 10}, 0, 10));
+    chunk(junk, 20, 10);  // stale rows past the length: never read by earlier positions
+    chunk(junk, 10, 10);  // rejected positions 10..19, then the cache rolls back to 10
+    keep(chunk({ids.begin() + 10, ids.begin() + 20}, 10, 10));
+    keep(chunk({ids.begin() + 20, ids.begin() + 30}, 20, 10));
+    CHECK(rel_err(got_f, want_f) <= 1e-5);
+    CHECK(rel_err(got_l, want_l) <= 1e-5);
+  }
+}
