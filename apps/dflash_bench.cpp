@@ -24,6 +24,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
                        bool checkpointing);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           bool checkpointing);
+int bench_causal_attention(int argc, char** argv);  // apps/bench_attention_target.cpp
 }
 
 namespace {
@@ -127,6 +128,7 @@ int cmd_toy(int steps, bool cuda) {
 int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "causal-attention") return bench_causal_attention(argc - 2, argv + 2);
     int steps = 20, replays = 5;
     bool cuda = false, checkpointing = true;
     std::string model = "small";

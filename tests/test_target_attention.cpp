@@ -1,8 +1,13 @@
 // The choice of the target's attention implementation (runtime/target_attention.h):
-// DFLASH_TARGET_ATTENTION, its default, the process-wide override and the refusals with their fix.
+// DFLASH_TARGET_ATTENTION, its default, the process-wide override and the refusals with their fix;
+// and the refusals of `dflash-bench causal-attention` (its timings need the GPU host).
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "runtime/error.h"
 #include "runtime/target_attention.h"
@@ -97,3 +102,32 @@ TEST_SUITE("target-attention") {
   }
 }
 
+namespace {
+// dflash-bench causal-attention with `args`: its exit status and everything it printed.
+std::pair<int, std::string> run_bench(const std::string& args) {
+  const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
+  FILE* p = popen((bench + " causal-attention " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[1024];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  return {pclose(p), out};
+}
+}  // namespace
+
+TEST_SUITE("target-attention") {
+  TEST_CASE("dflash-bench causal-attention refuses bad arguments with the fix") {
+    auto [rc, out] = run_bench("--seqs=4096");
+    CHECK(rc != 0);
+    CHECK(out.find("unknown argument '--seqs=4096'; use --seq=N (repeatable) and --reps=N") != std::string::npos);
+    std::tie(rc, out) = run_bench("--seq=0");
+    CHECK(rc != 0);
+    CHECK(out.find("--seq=0 must be a positive whole number") != std::string::npos);
+    std::tie(rc, out) = run_bench("--seq=4k");
+    CHECK(rc != 0);
+    CHECK(out.find("--seq=4k must be a positive whole number") != std::string::npos);
+    std::tie(rc, out) = run_bench("--seq=4096 --reps=5");
+    CHECK(rc != 0);
+    CHECK(out.find("--reps=5; use at least 20 (the median of >= 20 replays)") != std::string::npos);
+  }
+}
