@@ -46,6 +46,7 @@ struct AttentionBenchShape {
   int64_t batch, seq, anchors, heads, kv_heads, head_dim;
 };
 int bench_attention(const std::vector<AttentionBenchShape>& shapes, int reps);
+int bench_causal_attention(int argc, char** argv);  // apps/bench_attention_target.cpp
 int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda);  // bench_spec.cpp
 int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda,
                  bool profile = false);

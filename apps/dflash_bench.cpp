@@ -123,6 +123,7 @@ int cmd_toy(int steps, bool cuda) {
 int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "causal-attention") return bench_causal_attention(argc - 2, argv + 2);
     int steps = 20, replays = 5;
     bool cuda = false, checkpointing = true, online = false, target = false;
     std::vector<int64_t> seqs;

@@ -62,6 +62,7 @@ Context::~Context() {
   if (device_.is_cuda()) {
     cuda_backend::set_device(device_.index);
     cuda_backend::synchronize(cuda_stream_);
+    cudnn_attention_.reset();
     if (cublas_) cuda_backend::destroy_cublas(cublas_);
     raw_free(device_, cublas_workspace_);
     raw_free(device_, arena_);

@@ -67,6 +67,11 @@ class Context {
   void* cublas() const { return cublas_; }
   void* cublas_workspace() const { return cublas_workspace_; }
   size_t cublas_workspace_bytes() const { return cublas_workspace_bytes_; }
+  // The cuDNN attention's per-context state (handle, per-shape plans and their workspaces), made on
+  // first use outside capture by runtime/cuda/cudnn_attention.cpp; released with the context, after
+  // its stream drains and before the stream is destroyed. Its device bytes count as persistent.
+  std::shared_ptr<void>& cudnn_attention_state() { return cudnn_attention_; }
+  void add_persistent_bytes(size_t bytes) { persistent_bytes_ += bytes; }
 
   // Planning and recording, used by graphs/Program. cpu_sink receives a CPU recording.
   void begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink = nullptr);
@@ -137,6 +142,7 @@ class Context {
   void* cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;
+  std::shared_ptr<void> cudnn_attention_;
 };
 
 // Makes a context current on this thread for the scope's lifetime.

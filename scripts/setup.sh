@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build dependencies that are missing (Debian packages only); idempotent, and
 # silent when everything is present.
+# First the pinned cudnn-frontend headers for the cuDNN attention path (scripts/cudnn-frontend.sh).
+bash "$(dirname "$0")/cudnn-frontend.sh" || exit 1
 set -euo pipefail
 packages=(g++ cmake ninja-build libeigen3-dev libtomlplusplus-dev doctest-dev nlohmann-json3-dev)
 missing=()

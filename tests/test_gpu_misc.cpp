@@ -1,5 +1,5 @@
-// CUDA causal attention, dflash_prepare / dflash_metrics and cast against their CPU definitions:
-// attention within tolerance (every kernel path), prepare and metrics and cast bit for bit,
+// CUDA causal attention (dflash's kernel), dflash_prepare / dflash_metrics and cast against their CPU
+// definitions: attention within tolerance (every kernel path), prepare and metrics and cast bit for bit,
 // determinism, a recorded attention program replaying like eager, and the CUDA-only refusals.
 // Suite "gpu-misc": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
@@ -11,6 +11,7 @@
 #include "graphs/program.h"
 #include "model/dflash_ops.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/target_attention.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
@@ -169,6 +170,7 @@ std::vector<float> cast_inputs() {
 TEST_SUITE("gpu-misc") {
   TEST_CASE("causal_attention: CUDA equals CPU (GQA 1/2/4; S 1, 37, 150, 600; hd 64, 128; f32 and bf16)") {
     REQUIRE_GPU();
+    TargetAttentionScope own(TargetAttention::own);  // dflash's kernel; cuDNN's: suite gpu-cudnn
     Backends be;
     for (int64_t hd : {64, 128})
       for (int64_t group : {1, 2, 4})
@@ -177,6 +179,7 @@ TEST_SUITE("gpu-misc") {
 
   TEST_CASE("causal_attention: every CUDA kernel path (hd 8..256, unaligned views) equals the CPU") {
     REQUIRE_GPU();
+    TargetAttentionScope own(TargetAttention::own);  // dflash's kernel; cuDNN's: suite gpu-cudnn
     Backends be;
     for (int64_t hd : {8, 16, 40, 96, 256}) check_attention(be, AttnCase{1, 150, 4, 2, hd});
     check_attention(be, AttnCase{1, 300, 2, 1, 256});  // several query tiles at the 64-row tile size
@@ -188,6 +191,7 @@ TEST_SUITE("gpu-misc") {
 
   TEST_CASE("causal_attention on CUDA is deterministic: the same call twice gives the same bits") {
     REQUIRE_GPU();
+    TargetAttentionScope own(TargetAttention::own);  // dflash's kernel; cuDNN's: suite gpu-cudnn
     Backends be;
     const AttnCase c{2, 600, 8, 2, 128};
     const AttnInputs in = attn_inputs(c, 5);
@@ -199,6 +203,7 @@ TEST_SUITE("gpu-misc") {
 
   TEST_CASE("causal_attention recorded as a CUDA graph replays bit for bit like eager") {
     REQUIRE_GPU();
+    TargetAttentionScope own(TargetAttention::own);  // dflash's kernel; cuDNN's: suite gpu-cudnn
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
     const AttnCase c{2, 300, 8, 2, 128};

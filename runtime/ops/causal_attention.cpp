@@ -1,11 +1,13 @@
 // causal_attention: the frozen target's causal softmax attention with GQA, forward only (the
-// target never takes gradients): argument checks and the kernel call (CPU or CUDA).
+// target never takes gradients): argument checks and the kernel call (CPU, or on CUDA dflash's
+// kernel or cuDNN's fused flash attention, runtime/target_attention.h).
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
 #ifdef DFLASH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/cudnn_attention.h"
 #endif
 
 namespace dflash::ops {
@@ -28,9 +30,16 @@ Tensor causal_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, 
                             << "; the CUDA kernel needs a multiple of 8 (16-byte rows); run this model on the CPU backend");
   Tensor out = Tensor::empty({B, S, nh, hd}, q.dtype());  // (B, S, nh, hd)
 #ifdef DFLASH_CUDA
-  if (void* s = ctx().cuda_stream_for_launch())
-    kernels::cuda::causal_attention_forward({q.raw(), k.raw(), v.raw(), out.raw(), bf16(q), B, S, nh, k.dim(2), hd, scale},
-                                            s);
+  const kernels::cuda::CausalAttentionArgs args{q.raw(), k.raw(), v.raw(), out.raw(), bf16(q), B, S, nh, k.dim(2),
+                                                hd, scale};
+  // Decided before the launch, also while planning: the planning pass builds cuDNN's plan.
+  const bool on_cudnn = cudnn_attention::use(ctx(), args);
+  if (void* s = ctx().cuda_stream_for_launch()) {
+    if (on_cudnn)
+      cudnn_attention::forward(ctx(), args, s);
+    else
+      kernels::cuda::causal_attention_forward(args, s);
+  }
 #endif
   return out;
 }
