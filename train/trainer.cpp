@@ -115,7 +115,7 @@ class Trainer {
     TrainResult result;
     int64_t step = resume();
     result.start_step = step;
-    if (eval_ && step == 0) result.before = evaluate_now("eval before training");
+    if (eval_ && step == 0) result.before = evaluate_now("eval before training", step);
     SignalGuard signals;
     start_workers();
     const int64_t total = c.training.steps;
@@ -151,7 +151,7 @@ class Trainer {
         saved_here = true;
       }
       if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 0 && step < total)
-        evaluate_now("eval at step " + std::to_string(step));
+        evaluate_now("eval at step " + std::to_string(step), step);
       if (int sig = g_stop_signal.load()) {
         log_.info(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + " at step " +
                   std::to_string(step) + ": writing a checkpoint and stopping");
@@ -164,7 +164,7 @@ class Trainer {
     threads_.clear();
     if (!result.interrupted) {
       if (step > first || !result.last_checkpoint.empty() || step == 0) result.last_checkpoint = save(step);
-      if (eval_) result.after = evaluate_now("eval after training");
+      if (eval_) result.after = evaluate_now("eval after training", step);
       if (result.before && result.after)
         log_.info("tau estimate on the eval set: " + std::to_string(result.before->tau).substr(0, 5) + " before training, " +
                   std::to_string(result.after->tau).substr(0, 5) + " after");
@@ -363,7 +363,7 @@ class Trainer {
     return r;
   }
 
-  EvalResult evaluate_now(const std::string& what) {
+  EvalResult evaluate_now(const std::string& what, int64_t step) {
     EvalResult e = evaluate(*replicas_[0], *eval_, parse_overflow_policy(job_.cfg.data.overflow, "data.overflow"),
                             [&](int64_t done, int64_t total) {
                               log_.progress(what + ": " + std::to_string(done) + "/" + std::to_string(total) + " batches");
@@ -375,6 +375,7 @@ class Trainer {
     log_.info(buf);
     nlohmann::json j = e.to_json();
     j["eval"] = what;
+    j["step"] = step;  // optimizer steps done when measured (scripts/plot.py draws eval against it)
     log_.metrics(j);
     return e;
   }
