@@ -79,6 +79,7 @@ TEST_SUITE("bad-input-memory") {
   TEST_CASE("the estimate is a lower bound of the persistent bytes a replica really allocates") {
     for (const bool online : {true, false}) {
       Config cfg = small_job("mem-bound");
+      setup_job(cfg, [](const std::string&) {});  // writes the fixture's target when this runs first
       const TargetSpec target = read_target_spec(trainer_root() / "target");
       ReplicaOptions o;
       o.device = Device::cpu();
