@@ -1,6 +1,7 @@
 // persistent_need: products and sums in uint64 with overflow checks; check_persistent_fit's message.
 #include "train/memory_fit.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <initializer_list>
 
