@@ -234,9 +234,12 @@ PlannerState PlannerState::from_json(const json& j, const std::string& source) {
 }
 
 BatchPlanner::BatchPlanner(std::vector<int64_t> lengths, std::vector<Bucket> buckets, OverflowPolicy overflow,
-                           uint64_t shuffle_seed, std::string source)
+                           uint64_t shuffle_seed, std::string source, const std::vector<uint8_t>& no_anchor)
     : lengths_(std::move(lengths)), buckets_(std::move(buckets)), seed_(shuffle_seed), source_(std::move(source)) {
   DF_CHECK(!buckets_.empty(), source_ << ": the batch planner got no buckets; fix: add a [[buckets]] entry");
+  DF_CHECK(no_anchor.empty() || no_anchor.size() == lengths_.size(),
+           source_ << ": the batch planner got " << no_anchor.size() << " no-anchor flags for " << lengths_.size()
+                   << " sequences; fix: screen the same data set (screen_dataset)");
   int largest = 0;
   for (size_t b = 1; b < buckets_.size(); ++b)
     if (buckets_[b].seq > buckets_[size_t(largest)].seq) largest = int(b);
@@ -256,12 +259,19 @@ BatchPlanner::BatchPlanner(std::vector<int64_t> lengths, std::vector<Bucket> buc
         ++skipped_;
       }
     }
+    if (b >= 0 && !no_anchor.empty() && no_anchor[i]) {
+      if (lengths_[i] > max_seq) --truncated_;
+      ++no_anchor_;
+      b = -1;
+    }
     bucket_of_[i] = b;
   }
-  DF_CHECK(skipped_ < int64_t(lengths_.size()),
+  DF_CHECK(skipped_ + no_anchor_ < int64_t(lengths_.size()),
            source_ << ": no sequence to train on (" << lengths_.size() << " sequences, " << skipped_
-                   << " skipped as longer than the largest bucket, seq " << max_seq
-                   << "); fix: add data, add a larger [[buckets]] entry or set data.overflow = \"truncate\"");
+                   << " skipped as longer than the largest bucket, seq " << max_seq << ", " << no_anchor_
+                   << " without a valid anchor, i.e. no position p <= length - block size with loss_mask[p] = 1); "
+                   << "fix: add data with trained-on (loss_mask = 1) tokens, a larger [[buckets]] entry, data.overflow "
+                   << "= \"truncate\", or a smaller drafter.block_size");
   start_epoch(0);
 }
 

@@ -104,8 +104,10 @@ struct PlannerState {
 class BatchPlanner {
  public:
   // Sequences longer than the largest bucket are truncated into it, skipped, or refused here.
+  // Sequences flagged in `no_anchor` (data/screen.h) are skipped too. A set with nothing left
+  // to train on is refused with the counts.
   BatchPlanner(std::vector<int64_t> lengths, std::vector<Bucket> buckets, OverflowPolicy overflow,
-               uint64_t shuffle_seed, std::string source = "data");
+               uint64_t shuffle_seed, std::string source = "data", const std::vector<uint8_t>& no_anchor = {});
 
   MicroBatch next();
   PlannerState state() const;
@@ -116,7 +118,8 @@ class BatchPlanner {
   int bucket_of(int64_t sequence) const { return bucket_of_[size_t(sequence)]; }  // -1: skipped
   bool is_truncated(int64_t sequence) const;
   int64_t truncated() const { return truncated_; }  // sequences truncated (each epoch)
-  int64_t skipped() const { return skipped_; }      // sequences skipped (each epoch)
+  int64_t skipped() const { return skipped_; }      // sequences skipped as too long (each epoch)
+  int64_t no_anchor() const { return no_anchor_; }  // sequences skipped for want of an anchor
   int64_t epoch() const { return epoch_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
@@ -129,7 +132,7 @@ class BatchPlanner {
   uint64_t seed_;
   std::string source_;
   std::vector<int> bucket_of_;
-  int64_t truncated_ = 0, skipped_ = 0;
+  int64_t truncated_ = 0, skipped_ = 0, no_anchor_ = 0;
   int64_t epoch_ = 0, cursor_ = 0, emitted_ = 0;
   std::vector<int64_t> order_;
   std::vector<std::vector<int64_t>> pending_;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "runtime/autograd.h"
+#include "runtime/checksum.h"
 #include "runtime/context.h"
 #include "runtime/fileio.h"
 #include "runtime/ops.h"
@@ -70,6 +71,49 @@ class WeightFiles {
     return f.load(key, dtype, shape);
   }
 
+  // CRC-32 of a tensor's bytes as stored in its file.
+  std::string crc32_of(const std::string& key) const {
+    auto it = where_.find(key);
+    DF_CHECK(it != where_.end(), "target '" << dir_.string() << "': tensor '" << key << "' is missing (searched "
+                                            << searched_ << "); fix: the checkpoint is incomplete");
+    return crc32_hex(crc32(it->second->bytes(key), it->second->info(key).nbytes));
+  }
+
+  // Every tensor of the weights must be one the forward loads (`expected`), or one HF checkpoints
+  // carry without it changing the computation (rotary inv_freq buffers, lm_head beside tied
+  // embeddings). Anything else means the weights and config.json describe different models.
+  void refuse_unexplained(const std::set<std::string>& expected, const TargetSpec& s) const {
+    std::vector<std::string> extra;
+    int64_t highest_layer = -1;
+    for (const auto& [name, file] : where_) {
+      if (expected.count(name)) continue;
+      const std::string tail = "rotary_emb.inv_freq";
+      if (name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0) continue;
+      if (name == "lm_head.weight" && s.tie_word_embeddings) continue;
+      extra.push_back("'" + name + "' (in '" + file->path().filename().string() + "')");
+      const std::string prefix = "model.layers.";
+      if (name.rfind(prefix, 0) == 0) {
+        size_t end = name.find('.', prefix.size());
+        const std::string digits = name.substr(prefix.size(), end == std::string::npos ? std::string::npos : end - prefix.size());
+        if (!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos)
+          highest_layer = std::max(highest_layer, int64_t(std::stoll(digits)));
+      }
+    }
+    if (extra.empty()) return;
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i ? ", " : "") + extra[i];
+    if (extra.size() > 8) list += ", and " + std::to_string(extra.size() - 8) + " more";
+    std::string hint;
+    if (highest_layer >= s.num_hidden_layers)
+      hint = " (config.json says num_hidden_layers = " + std::to_string(s.num_hidden_layers) +
+             ", but the weights hold layer " + std::to_string(highest_layer) + ")";
+    DF_FAIL("target '" << dir_.string() << "': the weights hold " << extra.size() << " tensor"
+                       << (extra.size() == 1 ? "" : "s") << " that config.json does not explain" << hint << ": "
+                       << list << "; fix: the weights and config.json describe different models; use the "
+                       << "config.json that came with these weights (check num_hidden_layers, model_type and "
+                       << "tie_word_embeddings)");
+  }
+
   // A bias tensor means a model with biases that config.json did not announce.
   void refuse_biases() const {
     for (const auto& [name, file] : where_)
@@ -121,12 +165,28 @@ class WeightFiles {
 
 std::string layer_key(int64_t l, const char* what) { return "model.layers." + std::to_string(l) + "." + what; }
 
+// The names of every tensor the forward loads for this config.
+std::set<std::string> expected_keys(const TargetSpec& s) {
+  std::set<std::string> keys = {"model.embed_tokens.weight", "model.norm.weight"};
+  if (!s.tie_word_embeddings) keys.insert("lm_head.weight");
+  for (int64_t l = 0; l < s.num_hidden_layers; ++l) {
+    for (const char* w : {"input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+                          "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
+      keys.insert(layer_key(l, w));
+    if (s.has_qk_norm())
+      for (const char* w : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) keys.insert(layer_key(l, w));
+  }
+  return keys;
+}
+
 }  // namespace
 
 Target::Target(const fs::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len)
     : spec_(read_target_spec(dir)), layer_ids_(std::move(layer_ids)), max_seq_len_(max_seq_len) {
   const WeightFiles w(dir);
   w.refuse_biases();
+  w.refuse_unexplained(expected_keys(spec_), spec_);
   build("target '" + dir.string() + "'",
         [&w](const std::string& key, DType dt, const Shape& shape) { return w.load(key, dt, shape); });
 }
@@ -175,6 +235,14 @@ void Target::build(const std::string& what, const Loader& load) {
   std::iota(iota.begin(), iota.end(), 0);
   positions_ = Tensor::from_ints({max_seq_len_}, iota, "target.positions");
   inv_freq_ = Tensor::from_floats({hd / 2}, rope_inv_freq(s), "target.inv_freq");
+}
+
+TargetChecksums target_checksums(const fs::path& dir, const TargetSpec& spec) {
+  const WeightFiles w(dir);
+  TargetChecksums c;
+  c.embed_tokens = w.crc32_of("model.embed_tokens.weight");
+  c.lm_head = spec.tie_word_embeddings ? c.embed_tokens : w.crc32_of("lm_head.weight");
+  return c;
 }
 
 void Target::check_ids(const char* what, const Tensor& ids) const {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/hf_config.h"
@@ -74,6 +74,14 @@ class Target {
   Tensor positions_;  // i32 [max_seq_len] = 0, 1, ...
   Tensor inv_freq_;   // f32 [hd/2]
 };
+
+// CRC-32 (8 hex digits) of the embedding's and lm_head's bytes as stored in dir's weights (lm_head
+// is the embedding when tied). With the target's dims they identify a target: a fine-tune under the
+// same config.json differs, an edit of config.json that changes nothing computed does not.
+struct TargetChecksums {
+  std::string embed_tokens, lm_head;
+};
+TargetChecksums target_checksums(const std::filesystem::path& dir, const TargetSpec& spec);
 
 // Writes a Hugging Face directory `dir` (config.json + model.safetensors, F32) holding a random
 // target: weights ~ N(0, init_std^2) from c.seed, norms = 1, untied. It is assembled in a

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -114,6 +115,11 @@ SafeTensors::SafeTensors(const std::filesystem::path& path) : file_(path) {
   DF_CHECK(header.is_object(), f << ": the header is a JSON " << header.type_name()
                                  << ", not an object {name: {dtype, shape, data_offsets}}; " << kCorruptFix);
   DF_CHECK(duplicate.empty(), f << ": the header lists '" << duplicate << "' twice; " << kCorruptFix);
+  // The format: the header is a JSON object starting at its first byte (padding may only follow it).
+  DF_CHECK(text[0] == '{', f << ": the header begins with byte " << int(uint8_t(text[0])) << " ('"
+                             << (std::isprint(uint8_t(text[0])) ? std::string(1, text[0]) : std::string("?"))
+                             << "'), not '{': the format puts the JSON object at the first byte of the header; "
+                             << kCorruptFix);
 
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {

@@ -39,7 +39,9 @@ struct Shape {
   }
   int64_t numel() const {
     int64_t n = 1;
-    for (int i = 0; i < ndim; ++i) n *= d[i];
+    for (int i = 0; i < ndim; ++i)
+      DF_CHECK(!__builtin_mul_overflow(n, d[i], &n),
+               "Shape " << str() << ": more than 2^63 elements; fix: use smaller sizes (e.g. the bucket's batch or seq)");
     return n;
   }
   int64_t last() const { return ndim ? d[ndim - 1] : 1; }

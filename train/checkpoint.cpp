@@ -363,6 +363,13 @@ json load_checkpoint(const fs::path& dir, ParameterStore& params, AdamWOptimizer
   DF_CHECK(moments.has("step") && moments.info("step").dtype == "I32" && moments.info("step").numel() == 1,
            what << ": " << quoted(moments.path()) << " has no I32 tensor 'step' of one element; fix: this file "
                 << "was not written by save_checkpoint");
+  // A NaN or Inf would surface steps later as divergence, or ride along into every later checkpoint.
+  try {
+    values.check_all_finite();
+    moments.check_all_finite();
+  } catch (const Error& e) {
+    DF_FAIL(what << ": " << e.what() << "; nothing was loaded");
+  }
   const int32_t step = moments.read_ints("step")[0];
   const int64_t recorded = json::parse(read_file_text(dir / kCheckpointMarker))["step"].get<int64_t>();
   DF_CHECK(step == recorded, what << ": " << quoted(moments.path()) << " holds step " << step << " but "
@@ -391,7 +398,7 @@ json load_checkpoint(const fs::path& dir, ParameterStore& params, AdamWOptimizer
   return state;
 }
 
-void prune_checkpoints(const fs::path& dump_folder, int64_t keep) {
+void prune_checkpoints(const fs::path& dump_folder, int64_t keep, std::vector<std::string>* warnings) {
   const fs::path checkpoints = dump_folder / "checkpoints";
   DF_CHECK(keep >= 1, "prune_checkpoints " << quoted(checkpoints) << ": keep = " << keep
                                            << "; fix: keep at least 1 (the newest checkpoint)");
@@ -399,9 +406,18 @@ void prune_checkpoints(const fs::path& dump_folder, int64_t keep) {
   std::error_code ec;
   for (const fs::path& p : listing.staging)
     if (staging_pid(p.filename().string()) != long(::getpid())) fs::remove_all(p, ec);
+  // Newest first: the first `keep` checkpoints that verify completely (sizes and CRC, so a new one
+  // is read back before anything older goes) are kept; one that does not verify is left in place
+  // and never counts, so the newest good checkpoint is never removed.
   int64_t kept = 0;
   for (const auto& [step, dir] : listing.steps) {
-    if (checkpoint_problem(dir, false)) continue;
+    if (auto problem = checkpoint_problem(dir, kept < keep)) {
+      if (warnings && kept < keep)
+        warnings->push_back("checkpoint " + quoted(dir) + " does not verify (" + *problem +
+                            "); it is not counted among the checkpoint.keep = " + std::to_string(keep) +
+                            " kept, so older good checkpoints stay");
+      continue;
+    }
     if (kept < keep) {
       ++kept;
       continue;

@@ -50,14 +50,19 @@ std::optional<std::filesystem::path> latest_complete_checkpoint(const std::files
                                                                 std::vector<std::string>* warnings = nullptr);
 
 // Restores master values (then syncs the compute copy), Adam m and v and the step counter from a
-// complete checkpoint, and returns its state.json. Names and shapes are validated before anything
-// is written, so a refused checkpoint leaves the store and optimizer as they were.
+// complete checkpoint, and returns its state.json. Names, shapes and finiteness (no NaN/Inf in
+// parameters or moments; the message names the tensor) are validated before anything is written,
+// so a refused checkpoint leaves the store and optimizer as they were.
 nlohmann::json load_checkpoint(const std::filesystem::path& dir, ParameterStore& params, AdamWOptimizer& optimizer);
 
-// Deletes the oldest complete checkpoints beyond the newest `keep` (>= 1), and staging directories
-// left by other processes. "Complete" here means a marker whose files are all present with their
-// recorded sizes (checksums are not re-read); directories without a marker are left alone.
-void prune_checkpoints(const std::filesystem::path& dump_folder, int64_t keep);
+// Keeps the newest `keep` (>= 1) checkpoints that verify completely against their marker (sizes
+// and CRC-32, so a checkpoint just written is read back before anything older is deleted), and
+// deletes the complete (sizes match) checkpoints older than those, and staging directories left by
+// other processes. A checkpoint that does not verify is never counted, never deleted, and named in
+// `warnings`; directories without a marker are left alone. The newest checkpoint that verifies is
+// therefore never removed.
+void prune_checkpoints(const std::filesystem::path& dump_folder, int64_t keep,
+                       std::vector<std::string>* warnings = nullptr);
 
 // --- Directory commit, shared with train/export ---
 

@@ -33,10 +33,7 @@ ReplicaOptions replica_options(const Job& job, bool eval, bool features) {
   return o;
 }
 
-size_t available(const Job& job) {
-  return job.cfg.runtime.memory_limit_gb > 0 ? size_t(job.cfg.runtime.memory_limit_gb * double(1ull << 30))
-                                             : available_memory_bytes(job.devices[0]);
-}
+size_t available(const Job& job) { return worker_memory_bytes(job); }
 }  // namespace
 
 void run_prepare(const Config& cfg) {
@@ -63,6 +60,7 @@ void run_hidden(const Config& cfg) {
   std::vector<int64_t> rows = hidden_rows_for(data->lengths(), cfg.buckets, overflow);
   fs::path dir = cfg.data.hidden.empty() ? cfg.job.dump_folder / "hidden" : cfg.data.hidden;
   const int64_t width = job.drafter.num_features() * job.drafter.hidden_size;
+  check_memory_before_startup(job, false, true);
   Replica replica(replica_options(job, false, true));
   replica.build(available(job));
   HiddenShardWriter writer(dir, width, HiddenDType::f32);
@@ -116,6 +114,7 @@ EvalResult run_eval(const Config& cfg, const fs::path& drafter_dir) {
   DF_CHECK(diff.empty(), drafter_dir.string() << " does not match the drafter this config describes: " << diff[0]
                                               << (diff.size() > 1 ? " (and more)" : "")
                                               << "; fix the [drafter] section or pick the matching drafter");
+  check_memory_before_startup(job, false, true);
   Replica replica(replica_options(job, true, false));
   {
     ContextScope scope(replica.context());

@@ -7,7 +7,7 @@ namespace dflash {
 
 nlohmann::json EvalResult::to_json() const {
   return {{"loss", loss}, {"accuracy", accuracy}, {"tau", tau}, {"blocks", blocks}, {"tokens", tokens},
-          {"sequences", sequences}, {"skipped", skipped}};
+          {"sequences", sequences}, {"skipped", skipped}, {"skipped_no_anchor", no_anchor}};
 }
 
 EvalResult evaluate(Replica& replica, const Dataset& data, OverflowPolicy overflow,
@@ -39,9 +39,21 @@ EvalResult evaluate(Replica& replica, const Dataset& data, OverflowPolicy overfl
     }
     int b = smallest_bucket_for(buckets, len);
     Sequence s = truncate_sequence(data.get(i), len);
-    for (AnchorSet& a : eval_anchor_passes(s, buckets[size_t(b)].anchors, bs)) rows[size_t(b)].push_back({i, std::move(a)});
+    std::vector<AnchorSet> passes = eval_anchor_passes(s, buckets[size_t(b)].anchors, bs);
+    if (passes.empty()) {  // no valid anchor: nothing to measure
+      ++r.skipped;
+      ++r.no_anchor;
+      continue;
+    }
+    for (AnchorSet& a : passes) rows[size_t(b)].push_back({i, std::move(a)});
     ++r.sequences;
   }
+  DF_CHECK(r.sequences > 0, data.source().string()
+                                << ": no eval sequence has a valid anchor (" << data.size() << " sequences, "
+                                << r.no_anchor << " without a valid anchor, " << r.skipped - r.no_anchor
+                                << " longer than the largest bucket and skipped), so there is nothing to measure; "
+                                << "fix: mark the response tokens with loss_mask = 1, use longer sequences, or lower "
+                                << "drafter.block_size");
   int64_t total = 0, done = 0;
   for (size_t b = 0; b < buckets.size(); ++b) total += (int64_t(rows[b].size()) + buckets[b].batch - 1) / buckets[b].batch;
   double sums[7] = {};

@@ -15,7 +15,9 @@ namespace dflash {
 
 struct EvalResult {
   double loss = 0, accuracy = 0, tau = 0;
-  int64_t blocks = 0, tokens = 0, sequences = 0, skipped = 0;
+  int64_t blocks = 0, tokens = 0, sequences = 0;
+  int64_t skipped = 0;    // sequences not evaluated: too long under overflow "skip", or without a valid anchor
+  int64_t no_anchor = 0;  // of those, the ones without a valid anchor
   nlohmann::json to_json() const;  // {"loss", "accuracy", "tau", "blocks", "tokens", ...}
 };
 

@@ -341,12 +341,37 @@ void load_exported_weights(const fs::path& dir, const DrafterSpec& expect, Param
   load_weights_file(dir / kWeightsFile, expect, params, what);
 }
 
+std::optional<std::string> drafter_dir_problem(const fs::path& dir) {
+  std::error_code ec;
+  const std::string export_kind = "an exported drafter (a folder with config.json + model.safetensors, written by "
+                                  "`dflash-train export`)";
+  const std::string checkpoint_kind = "a checkpoints/step-N folder of a run";
+  const std::string expects = export_kind + " or " + checkpoint_kind;
+  if (!fs::exists(dir, ec)) return "the folder does not exist; it must be " + expects;
+  if (!fs::is_directory(dir, ec)) return "it is a file; it must be " + expects;
+  if (has_entry(dir / kConfigFile)) {
+    if (!has_entry(dir / kWeightsFile)) return "it has config.json but no model.safetensors; it must be " + expects;
+    return std::nullopt;
+  }
+  if (has_entry(dir / kCheckpointMarker) || has_entry(dir / "params.safetensors")) {
+    if (auto problem = checkpoint_problem(dir, false))
+      return "it is not a complete checkpoint: " + *problem + "; it must be " + expects;
+    return std::nullopt;
+  }
+  std::string hint;
+  const fs::path run = has_entry(dir / "checkpoints") ? dir : dir.filename() == "checkpoints" ? dir.parent_path() : fs::path();
+  if (!run.empty()) {
+    if (auto latest = latest_complete_checkpoint(run)) hint = "; the newest complete checkpoint here is " + quoted(*latest);
+    else hint = "; this run has no complete checkpoint yet";
+  }
+  return "it is neither " + export_kind + " nor " + checkpoint_kind + ": it has no config.json" +
+         (has_entry(dir / kWeightsFile) ? " (only model.safetensors)" : "") + " and no " + kCheckpointMarker + hint;
+}
+
 void load_drafter_weights(const fs::path& dir, const DrafterSpec& expect, ParameterStore& params) {
-  if (has_entry(dir / kWeightsFile) || has_entry(dir / kConfigFile)) return load_exported_weights(dir, expect, params);
   const std::string what = "load_drafter_weights " + quoted(dir);
-  DF_CHECK(has_entry(dir / kCheckpointMarker) || has_entry(dir / "params.safetensors"),
-           what << ": it is neither an exported drafter (config.json + model.safetensors) nor a checkpoint "
-                << "(checkpoints/step-N); fix: pass one of those");
+  if (auto problem = drafter_dir_problem(dir)) DF_FAIL(what << ": " << *problem);
+  if (has_entry(dir / kConfigFile)) return load_exported_weights(dir, expect, params);
   if (auto problem = checkpoint_problem(dir, true))
     DF_FAIL(what << ": not a complete checkpoint: " << *problem << "; fix: choose another checkpoint");
   if (has_entry(dir / kCheckpointDrafterConfig)) {

@@ -3,6 +3,7 @@
 // drafter weights from either an export or a checkpoints/step-N directory.
 #pragma once
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ std::vector<std::string> drafter_spec_differences(const DrafterSpec& found, cons
 // every tensor must have the parameter's name and shape (BF16/F16/F32, converted to the f32
 // masters; NaN/Inf refused). Nothing is written into `params` unless all of it checks out.
 void load_exported_weights(const std::filesystem::path& dir, const DrafterSpec& expect, ParameterStore& params);
+
+// What keeps `dir` from being read by load_drafter_weights (nullopt: it is an export with both
+// files, or a checkpoint whose files are all present), ending with what is expected instead.
+std::optional<std::string> drafter_dir_problem(const std::filesystem::path& dir);
 
 // `eval --drafter DIR` and drafter.init: DIR is an export or a complete checkpoints/step-N directory
 // (its params.safetensors; its drafter_config.json, when present, is checked like an export's).

@@ -8,6 +8,9 @@
 #include "model/target.h"
 #include "runtime/context.h"
 #include "runtime/fileio.h"
+#include "train/export.h"
+#include "train/memory_fit.h"
+#include "graphs/engine.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
 #endif
@@ -146,6 +149,53 @@ std::unique_ptr<Dataset> open_or_generate(const Job& job, const fs::path& path, 
 std::unique_ptr<Dataset> open_train_data(const Job& job, const LogFn& log) {
   DF_CHECK(!job.cfg.data.train.empty(), job.cfg.source.string() << ": data.train is required");
   return open_or_generate(job, job.cfg.data.train, false, log);
+}
+
+uint64_t worker_memory_bytes(const Job& job, std::string* source) {
+  const RuntimeConfig& rt = job.cfg.runtime;
+  const Device& device = job.devices[0];
+  uint64_t bytes;
+  if (rt.memory_limit_gb > 0) {
+    const double b = rt.memory_limit_gb * double(1ull << 30);
+    bytes = b >= 18446744073709549568.0 ? UINT64_MAX : uint64_t(b);
+    if (source) *source = "runtime.memory_limit_gb = " + std::to_string(rt.memory_limit_gb);
+  } else {
+    bytes = available_memory_bytes(device);
+    if (source) *source = device.is_cuda() ? "free memory of the GPU" : "the host's available memory";
+  }
+  if (device.is_cpu() && job.devices.size() > 1) {
+    bytes /= job.devices.size();
+    if (source) *source += ", split among " + std::to_string(job.devices.size()) + " CPU workers";
+  }
+  return bytes;
+}
+
+void check_memory_before_startup(const Job& job, bool train, bool online) {
+  std::string source;
+  const uint64_t available = worker_memory_bytes(job, &source);
+  WorkerShape w{job.target, job.drafter, job.cfg.buckets, job.devices[0].is_cuda(), train, online};
+  check_persistent_fit(w, available, job.devices[0].str(), source);
+}
+
+void check_drafter_init(const Config& cfg) {
+  if (cfg.drafter.init.empty()) return;
+  if (auto problem = drafter_dir_problem(cfg.drafter.init))
+    DF_FAIL(cfg.source.string() << ": drafter.init = \"" << cfg.drafter.init.string() << "\": " << *problem);
+}
+
+DataScreen screen_job_data(const Job& job, const Dataset& data, const std::string& what, const LogFn& warn) {
+  const Config& c = job.cfg;
+  const int64_t bs = job.drafter.block_size;
+  DataScreen s = screen_dataset(data, c.buckets, parse_overflow_policy(c.data.overflow, "data.overflow"), bs,
+                                job.drafter.mask_token_id);
+  const std::string named = what + " '" + data.source().string() + "'";
+  if (auto w = mask_token_warning(s, job.drafter.mask_token_id, named)) warn(*w);
+  DF_CHECK(s.no_anchor_count < data.size(),
+           named << ": no sequence has a valid anchor (" << data.size() << " sequences, " << s.shorter_than_block
+                 << " shorter than the block size " << bs << ", the others with no loss_mask = 1 at a position p <= "
+                 << "length - block size), so nothing would be trained or measured; fix: mark the response tokens "
+                 << "with loss_mask = 1, use longer sequences, or lower drafter.block_size");
+  return s;
 }
 
 std::unique_ptr<Dataset> open_eval_data(const Job& job, const LogFn& log) {

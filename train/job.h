@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/data.h"
+#include "data/screen.h"
 #include "model/drafter_spec.h"
 #include "model/hf_config.h"
 #include "runtime/device.h"
@@ -42,5 +43,22 @@ void ensure_writable_dir(const std::filesystem::path& dir, const std::string& ke
 // and the file does not exist yet. Likewise the eval data (data.eval; null when not configured).
 std::unique_ptr<Dataset> open_train_data(const Job& job, const LogFn& log);
 std::unique_ptr<Dataset> open_eval_data(const Job& job, const LogFn& log);
+
+// The memory each worker may use: runtime.memory_limit_gb, else what the device has free; on the
+// CPU, split among its workers. `source` (optional) says where the figure comes from.
+uint64_t worker_memory_bytes(const Job& job, std::string* source = nullptr);
+
+// The memory check before startup (train/memory_fit.h) for this job's workers: refuses with the
+// numbers, before anything is allocated, buckets whose persistent tensors alone cannot fit.
+void check_memory_before_startup(const Job& job, bool train, bool online);
+
+// Refuses a drafter.init (warm start) that is neither an export nor a checkpoints/step-N folder,
+// naming the key and what it expects; nothing to do when the key is empty.
+void check_drafter_init(const Config& cfg);
+
+// Screens data for the job (data/screen.h: its buckets, overflow policy, block size and mask
+// token), passes the mask-token warning to `warn`, and refuses data of which no sequence has a
+// valid anchor, with the counts. `what` names the data in messages ("training data").
+DataScreen screen_job_data(const Job& job, const Dataset& data, const std::string& what, const LogFn& warn);
 
 }  // namespace dflash

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "data/anchors.h"
+#include "data/screen.h"
 #include "data/shards.h"
 #include "graphs/startup_report.h"
 #include "graphs/worker.h"
@@ -17,6 +18,7 @@
 #include "train/export.h"
 #include "train/job.h"
 #include "train/spec_monitor.h"
+#include "train/run_identity.h"
 #include "train/train_log.h"
 
 namespace dflash {
@@ -61,18 +63,30 @@ class Trainer {
     info("dflash-train: job '" + c.job.name + "', dump folder " + c.job.dump_folder.string());
     info("devices: " + std::to_string(job_.devices.size()) + " worker(s) on " + job_.devices[0].str() + " (" +
          job_.device_note + ")");
+    check_drafter_init(c);
+    identity_ = job_identity(job_);
+    if (c.checkpoint.resume)  // before any startup work: a checkpoint of another run is refused by key
+      if (auto dir = latest_complete_checkpoint(c.job.dump_folder))
+        check_resume_identity(*dir, identity_, [this](const std::string& s) { log_.warn(s); });
     train_ = open_train_data(job_, info);
     eval_ = open_eval_data(job_, info);
+    LogFn warn = [this](const std::string& s) { log_.warn(s); };
+    const DataScreen screen = screen_job_data(job_, *train_, "training data", warn);
+    const std::optional<DataScreen> eval_screen =
+        eval_ ? std::optional(screen_job_data(job_, *eval_, "eval data", warn)) : std::nullopt;
     planner_ = std::make_unique<BatchPlanner>(train_->lengths(), c.buckets,
                                               parse_overflow_policy(c.data.overflow, "data.overflow"),
-                                              c.data.shuffle_seed, train_->source().string());
+                                              c.data.shuffle_seed, train_->source().string(), screen.no_anchor);
     {
       int64_t tokens = 0;
       for (int64_t len : train_->lengths()) tokens += len;
       info("data: " + std::to_string(train_->size()) + " training sequences (" + std::to_string(tokens) + " tokens) from " +
            train_->source().string() + "; longer than the largest bucket (data.overflow = \"" + c.data.overflow +
            "\"): " + std::to_string(planner_->truncated()) + " truncated, " + std::to_string(planner_->skipped()) +
-           " skipped" + (eval_ ? "; " + std::to_string(eval_->size()) + " eval sequences" : ""));
+           " skipped; " + no_anchor_summary(screen, job_.drafter.block_size) +
+           (eval_ ? "; " + std::to_string(eval_->size()) + " eval sequences, " +
+                        no_anchor_summary(*eval_screen, job_.drafter.block_size)
+                  : ""));
     }
     online_ = c.data.mode == "online";
     if (!online_) {
@@ -108,7 +122,7 @@ class Trainer {
     TrainResult result;
     int64_t step = resume();
     result.start_step = step;
-    if (eval_ && step == 0) result.before = evaluate_now("eval before training");
+    if (eval_ && step == 0) result.before = evaluate_now("eval before training", step);
     if (spec_ && step == 0) measure_spec(step, "before training");
     SignalGuard signals;
     start_workers();
@@ -145,7 +159,7 @@ class Trainer {
         saved_here = true;
       }
       if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 0 && step < total)
-        evaluate_now("eval at step " + std::to_string(step));
+        evaluate_now("eval at step " + std::to_string(step), step);
       if (spec_ && c.eval.spec_every > 0 && step % c.eval.spec_every == 0 && step < total)
         measure_spec(step, "at step " + std::to_string(step));
       if (int sig = g_stop_signal.load()) {
@@ -160,7 +174,7 @@ class Trainer {
     threads_.clear();
     if (!result.interrupted) {
       if (step > first || !result.last_checkpoint.empty() || step == 0) result.last_checkpoint = save(step);
-      if (eval_) result.after = evaluate_now("eval after training");
+      if (eval_) result.after = evaluate_now("eval after training", step);
       if (spec_) measure_spec(step, "after training");
       if (result.before && result.after)
         log_.info("tau estimate on the eval set: " + std::to_string(result.before->tau).substr(0, 5) + " before training, " +
@@ -195,6 +209,7 @@ class Trainer {
     opt.min_lr_ratio = float(c.training.min_lr_ratio);
     opt.total_steps = c.training.steps;
     opt.warmup_steps = int64_t(std::llround(c.training.warmup_ratio * double(c.training.steps)));
+    check_memory_before_startup(job_, true, online_);
     int64_t padded = 0;
     for (int w = 0; w < W; ++w) {
       ReplicaOptions o;
@@ -235,9 +250,7 @@ class Trainer {
         if (w == 0) log_.info("warm start from " + c.drafter.init.string());
       }
     }
-    size_t available = c.runtime.memory_limit_gb > 0 ? size_t(c.runtime.memory_limit_gb * double(1ull << 30))
-                                                     : available_memory_bytes(job_.devices[0]);
-    if (job_.devices[0].is_cpu()) available /= size_t(W);
+    const size_t available = worker_memory_bytes(job_);
     for (int w = 0; w < W; ++w) {
       replicas_[size_t(w)]->build(available, [&](const std::string& what) {
         log_.progress("startup: worker " + std::to_string(w) + ": " + what);
@@ -270,11 +283,13 @@ class Trainer {
   fs::path save(int64_t step) {
     const Config& c = job_.cfg;
     nlohmann::json state = {{"step", step}, {"planner", planner_->state().to_json()}, {"seed", c.job.seed},
-                            {"job", c.job.name}};
+                            {"job", c.job.name}, {kIdentityKey, identity_}};
     Replica& r = *replicas_[0];
     ContextScope s(r.context());
     save_checkpoint(c.job.dump_folder, step, r.drafter().params(), r.optimizer(), state, &job_.drafter);
-    prune_checkpoints(c.job.dump_folder, c.checkpoint.keep);
+    std::vector<std::string> prune_warnings;
+    prune_checkpoints(c.job.dump_folder, c.checkpoint.keep, &prune_warnings);
+    for (const std::string& w : prune_warnings) log_.warn(w);
     return checkpoint_dir(c.job.dump_folder, step);
   }
 
@@ -359,7 +374,7 @@ class Trainer {
     return r;
   }
 
-  EvalResult evaluate_now(const std::string& what) {
+  EvalResult evaluate_now(const std::string& what, int64_t step) {
     EvalResult e = evaluate(*replicas_[0], *eval_, parse_overflow_policy(job_.cfg.data.overflow, "data.overflow"),
                             [&](int64_t done, int64_t total) {
                               log_.progress(what + ": " + std::to_string(done) + "/" + std::to_string(total) + " batches");
@@ -371,6 +386,7 @@ class Trainer {
     log_.info(buf);
     nlohmann::json j = e.to_json();
     j["eval"] = what;
+    j["step"] = step;  // optimizer steps done when measured (scripts/plot.py draws eval against it)
     log_.metrics(j);
     return e;
   }
@@ -421,6 +437,7 @@ class Trainer {
   TrainHooks hooks_;
   TrainLog log_;
   Job job_;
+  nlohmann::ordered_json identity_;  // saved with every checkpoint, checked on resume
   std::unique_ptr<Dataset> train_, eval_;
   std::unique_ptr<HiddenDataset> hidden_;
   std::unique_ptr<BatchPlanner> planner_;
