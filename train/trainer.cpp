@@ -101,6 +101,7 @@ class Trainer {
     TrainResult result;
     int64_t step = resume();
     result.start_step = step;
+    report_weights(step);
     if (eval_ && step == 0) result.before = evaluate_now("eval before training");
     SignalGuard signals;
     start_workers();
@@ -124,6 +125,7 @@ class Trainer {
                                                 "checkpoint with a lower training.lr or training.max_grad_norm, and "
                                                 "check the data");
       interval.add(r, tokens);
+      report_weights(step);
       if (hooks_.after_step) hooks_.after_step(step);
       if (step % c.metrics.log_every == 0 || step == total || step == first + 1) {
         log_.record(interval.mean(r, replicas_.size()), total);
@@ -290,6 +292,18 @@ class Trainer {
     r.run_update();
     ContextScope s(r.context());
     r.update().read(stats_[w].data());
+    if (hooks_.after_update) hooks_.after_update(int(w), stats_[w].data());
+  }
+
+  void report_weights(int64_t step) {
+    if (!hooks_.weights) return;
+    std::vector<ReplicaWeights> all;
+    for (auto& r : replicas_) {
+      ContextScope s(r->context());
+      const ParameterStore& p = r->drafter().params();
+      all.push_back({p.flat_master().to_floats(), p.flat_compute().to_floats()});
+    }
+    hooks_.weights(step, all);
   }
 
   // Main thread: the next k micro-batches of every worker into their slots; real tokens.
@@ -385,6 +399,7 @@ class Trainer {
       last.grad_norm = grad_norm / n;
       last.step_ms = ms / n;
       last.tokens_per_s = double(tokens) / (ms / 1000) / double(workers);
+      last.tokens = tokens;
       return last;
     }
   };
