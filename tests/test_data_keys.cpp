@@ -75,8 +75,9 @@ TEST_SUITE("config-effects") {
     const fs::path root = trainer_root(), shards = root / "custom-shards";
     const fs::path config = root / "prepare.toml";
     write_file_atomic(config, small_job_toml("prepare-dump", 3));
-    const fs::path log = root / "prepare.log";
-    const std::string cmd = (self_dir() / "dflash-train").string() + " prepare --config " + config.string() +
+    const fs::path log = root / "prepare.log", binary = self_dir() / "dflash-train";
+    REQUIRE_MESSAGE(fs::exists(binary), binary.string() << " is missing: build the dflash-train target too");
+    const std::string cmd = binary.string() + " prepare --config " + config.string() +
                             " --data.shards=" + shards.string() + " > " + log.string() + " 2>&1";
     REQUIRE(std::system(cmd.c_str()) == 0);
     const std::string out = read_file_text(log);
