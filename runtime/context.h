@@ -57,6 +57,7 @@ class Context {
   std::shared_ptr<Storage> allocate_persistent(size_t bytes, bool host = false);
   void reserve_arena(size_t bytes);
   size_t arena_bytes() const { return arena_capacity_; }
+  void* arena_base() const { return arena_; }  // tests poison the arena between replays
   size_t persistent_bytes() const { return persistent_bytes_; }
 
   // Kernel submission. CPU: eager runs the call now, record appends it, plan drops it.

@@ -1,5 +1,6 @@
 // Record once, replay forever: replay equals eager bit for bit, replay allocates nothing, a sealed
-// runtime refuses to record, and startup refuses a bucket set that does not fit.
+// runtime refuses to record, startup refuses a bucket set that does not fit, and a body whose
+// recording differs from its plan.
 #include "tests/test_util.h"
 #include "train/toy_worker.h"
 
@@ -170,6 +171,23 @@ TEST_SUITE("seal") {
       CHECK(m.find("turn checkpointing on") != std::string::npos);
     }
     CHECK_FALSE(r.ctx.sealed());
+  }
+
+  TEST_CASE("a body whose recording differs from its plan is refused, naming the program and both counts") {
+    CpuRuntime rt;
+    Tensor x = randn({4}, 1);
+    Engine engine(rt.ctx);
+    // Two kernels and two 64-byte blocks while planning; one of each while recording.
+    engine.add("moody", Bucket{}, [&](bool) {
+      NoGrad no_grad;
+      Tensor y = ops::scale(x, 2.0f);
+      if (Context::current().mode() == Mode::plan) Tensor z = ops::scale(y, 3.0f);
+    }, false);
+    CHECK_THROWS_WITH_AS(engine.build(size_t(1) << 20),
+                         "program 'moody': the recording (1 kernels, 64 bytes) differs from its plan (2 kernels, 128 "
+                         "bytes): the body branched on something other than its configuration",
+                         Error);
+    CHECK_FALSE(rt.ctx.sealed());
   }
 
   TEST_CASE("a temporary that outlives its recording is refused") {

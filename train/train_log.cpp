@@ -9,7 +9,7 @@ namespace dflash {
 
 nlohmann::json StepRecord::to_json() const {
   return {{"step", step},         {"loss", loss},       {"accuracy", accuracy}, {"tau", tau},
-          {"grad_norm", grad_norm}, {"lr", lr},         {"tokens_per_s", tokens_per_s},
+          {"grad_norm", grad_norm}, {"lr", lr},         {"tokens", tokens}, {"tokens_per_s", tokens_per_s},
           {"step_ms", step_ms},   {"bucket", bucket}, {"memory_mib", memory_mib}};
 }
 

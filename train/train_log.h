@@ -15,6 +15,7 @@ namespace dflash {
 struct StepRecord {
   int64_t step = 0;  // optimizer steps done
   double loss = 0, accuracy = 0, tau = 0, grad_norm = 0, lr = 0;
+  int64_t tokens = 0;       // real (unpadded) tokens of all k*W micro-batches of the logged steps
   double tokens_per_s = 0;  // real tokens per second per device
   double step_ms = 0;
   std::string bucket;       // the buckets the step's micro-batches used, e.g. "64" or "64+128"

@@ -122,6 +122,7 @@ class Trainer {
     TrainResult result;
     int64_t step = resume();
     result.start_step = step;
+    report_weights(step);
     if (eval_ && step == 0) result.before = evaluate_now("eval before training", step);
     if (spec_ && step == 0) measure_spec(step, "before training");
     SignalGuard signals;
@@ -146,6 +147,7 @@ class Trainer {
                                                 "checkpoint with a lower training.lr or training.max_grad_norm, and "
                                                 "check the data");
       interval.add(r, tokens);
+      report_weights(step);
       if (hooks_.after_step) hooks_.after_step(step);
       if (step % c.metrics.log_every == 0 || step == total || step == first + 1) {
         log_.record(interval.mean(r, replicas_.size()), total);
@@ -316,6 +318,18 @@ class Trainer {
     r.run_update();
     ContextScope s(r.context());
     r.update().read(stats_[w].data());
+    if (hooks_.after_update) hooks_.after_update(int(w), stats_[w].data());
+  }
+
+  void report_weights(int64_t step) {
+    if (!hooks_.weights) return;
+    std::vector<ReplicaWeights> all;
+    for (auto& r : replicas_) {
+      ContextScope s(r->context());
+      const ParameterStore& p = r->drafter().params();
+      all.push_back({p.flat_master().to_floats(), p.flat_compute().to_floats()});
+    }
+    hooks_.weights(step, all);
   }
 
   // Main thread: the next k micro-batches of every worker into their slots; real tokens.
@@ -424,6 +438,7 @@ class Trainer {
       last.grad_norm = grad_norm / n;
       last.step_ms = ms / n;
       last.tokens_per_s = double(tokens) / (ms / 1000) / double(workers);
+      last.tokens = tokens;
       return last;
     }
   };

@@ -5,14 +5,27 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "train/config.h"
 #include "train/eval.h"
 
 namespace dflash {
 
+// A worker's weights as floats: the f32 master and the compute copy the programs read (bf16 on a
+// GPU; on the CPU the master itself).
+struct ReplicaWeights {
+  std::vector<float> master, compute;
+};
+
 struct TrainHooks {
   std::function<void(int64_t steps_done)> after_step;  // called on the main thread after each step
+  // Tests: every worker's weights in rank order, once the starting weights are in place (random
+  // init, warm start or resume) and after each step. Costs a copy; nothing when unset.
+  std::function<void(int64_t steps_done, const std::vector<ReplicaWeights>& workers)> weights;
+  // Tests: on worker `rank`'s thread, the {grad norm, lr} its update reported, before the ranks are
+  // compared; changing them simulates a communicator that failed.
+  std::function<void(int rank, float stats[2])> after_update;
 };
 
 struct TrainResult {

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Mutation probes: plants each bug of the list below, one at a time, in a scratch copy of the tree
+# (never this one), rebuilds the CPU test binary incrementally and runs the CPU suites; some test
+# must fail for every mutant. A mutant is keyed by a snippet of the code it changes, which must occur
+# exactly once in the sources outside tests/, scripts/ and docs/, so it follows the code when files
+# move. Before any verdict: every snippet is found once, the unmutated suite passes, and each mutant
+# changes a file that the CPU build compiles and still compiles (else the list is stale: exit 2).
+# Usage: bash scripts/mutants.sh [--list] [WORD...]   WORD: only mutants whose name contains it
+# Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken.
+# Env: DFLASH_MUTANTS_DIR (scratch; default under $TMPDIR, kept between runs so rebuilds are
+# incremental), DFLASH_MUTANTS_JOBS (build jobs; default nproc), DFLASH_MUTANTS_TIMEOUT (s per run).
+set -uo pipefail
+shopt -u patsub_replacement 2>/dev/null || true  # "&" in a replacement stays "&"
+
+names=() hints=() olds=() news=()
+# mutant NAME HINT OLD NEW: HINT is doctest filters for the tests expected to catch it, run first
+# (the whole CPU suite runs when they do not).
+mutant() { names+=("$1"); hints+=("$2"); olds+=("$3"); news+=("$4"); }
+
+# --- Trainer wiring (issue 12: each survived every CPU test before the reference tests) ---
+mutant "applied gradient scaled by 1/k, not 1/(k*W)" "-ts=trainer-reference" \
+  'grad_scale_ = 1.0f / float(micro_batches * world);' \
+  'grad_scale_ = 1.0f / float(micro_batches);'
+mutant "applied gradient scaled by 1/W, not 1/(k*W)" "-ts=trainer-reference" \
+  'grad_scale_ = 1.0f / float(micro_batches * world);' \
+  'grad_scale_ = 1.0f / float(world);'
+mutant "gradients not all-reduced across workers" "-ts=trainer-reference" \
+  'all_reduce_(comm_, params_.flat_grads(), rank_);' \
+  '(void)rank_;'
+mutant "logged step loss divided by W, not k*W" "-ts=trainer-reference" \
+  'r.loss /= n;' \
+  'r.loss /= double(replicas_.size());'
+mutant "logged accuracy divided by W, not k*W" "-ts=trainer-reference" \
+  'r.accuracy /= n;' \
+  'r.accuracy /= double(replicas_.size());'
+mutant "logged tokens: only the last micro-batch's" "-ts=trainer-reference" \
+  'tokens += fill_batch(seqs, bucket, job_.drafter.block_size, rng,' \
+  'tokens = fill_batch(seqs, bucket, job_.drafter.block_size, rng,'
+mutant "every micro-batch samples its anchors from the same seed" "-ts=trainer-reference" \
+  'std::mt19937_64 rng(mb.anchor_seed(c.job.seed));' \
+  'std::mt19937_64 rng(c.job.seed);'
+mutant "max_grad_norm forced to 0 (clipping off)" "-ts=trainer-reference" \
+  'opt.max_grad_norm = float(c.training.max_grad_norm);' \
+  'opt.max_grad_norm = 0.0f;'
+mutant "warm start loaded into rank 0's replica only" "-ts=trainer-reference" \
+  'if (!c.drafter.init.empty()) {' \
+  'if (!c.drafter.init.empty() && w == 0) {'
+mutant "warmup_steps forced to 0" "-ts=trainer-reference,config-effects" \
+  'opt.warmup_steps = int64_t(std::llround(c.training.warmup_ratio * double(c.training.steps)));' \
+  'opt.warmup_steps = 0;'
+mutant "warmup counted in micro-batches" "-ts=trainer-reference" \
+  'opt.warmup_steps = int64_t(std::llround(c.training.warmup_ratio * double(c.training.steps)));' \
+  'opt.warmup_steps = int64_t(std::llround(c.training.warmup_ratio * double(c.training.steps * c.training.grad_accum)));'
+mutant "min_lr_ratio ignored" "-ts=trainer-reference,config-effects" \
+  'opt.min_lr_ratio = float(c.training.min_lr_ratio);' \
+  'opt.min_lr_ratio = 0.0f;'
+mutant "rank check after the all-reduce removed" "-tc=*disagree*" \
+  'DF_CHECK(std::memcmp(stats_[w].data(), stats_[0].data(), sizeof(float) * 2) == 0 || std::isnan(stats_[0][0]),' \
+  'DF_CHECK(true || std::isnan(stats_[0][0]),'
+# --- Keys whose effect the config-effects suite pins down ---
+mutant "eval_every: eval one step late" "-ts=config-effects" \
+  'if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 0 && step < total)' \
+  'if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 1 && step < total)'
+mutant "checkpoint.every ignored" "-ts=config-effects" \
+  'if (c.checkpoint.every > 0 && step % c.checkpoint.every == 0 && step < total) {' \
+  'if (false) {'
+mutant "checkpoint.keep keeps one more" "-ts=config-effects" \
+  'prune_checkpoints(c.job.dump_folder, c.checkpoint.keep);' \
+  'prune_checkpoints(c.job.dump_folder, c.checkpoint.keep + 1);'
+mutant "checkpoint.resume = false ignored" "-ts=config-effects" \
+  'if (!c.checkpoint.resume) return 0;' \
+  'if (false) return 0;'
+mutant "memory_limit_gb not split among CPU workers" "-ts=config-effects" \
+  'if (job_.devices[0].is_cpu()) available /= size_t(W);' \
+  'if (false) available /= size_t(W);'
+mutant "drafter.rope_theta ignored" "-ts=config-effects" \
+  's.rope_theta = d.rope_theta > 0 ? d.rope_theta : t.rope_theta;' \
+  's.rope_theta = t.rope_theta;'
+mutant "data.synthetic.temperature ignored (always greedy)" "-ts=config-effects" \
+  'if (c.temperature <= 0) {' \
+  'if (true) {'
+mutant "prepare ignores data.shards" "-ts=config-effects" \
+  'fs::path root = cfg.data.shards.empty() ? cfg.job.dump_folder / "shards" : cfg.data.shards;' \
+  'fs::path root = cfg.job.dump_folder / "shards";'
+mutant "offline training ignores data.hidden" "-ts=config-effects" \
+  'fs::path dir = c.data.hidden.empty() ? c.job.dump_folder / "hidden" : c.data.hidden;' \
+  'fs::path dir = c.job.dump_folder / "hidden";'
+mutant "recording-differs-from-plan check removed" "-ts=seal" \
+  'DF_CHECK(p.arena_bytes() == reports_[i].arena_bytes && p.kernels() == reports_[i].kernels,' \
+  'DF_CHECK(true,'
+# --- Optimizer kernels ---
+mutant "Adam bias correction one step late" "-ts=optimizer" \
+  'float bc1 = float(1.0 - std::pow(double(h.beta1), t));' \
+  'float bc1 = float(1.0 - std::pow(double(h.beta1), t + 1.0));'
+mutant "gradients not zeroed after the update" "-ts=trainer-reference" \
+  'x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });' \
+  '(void)0;'
+mutant "cosine reaches min_lr one step after the last" "-ts=trainer-reference,config-effects" \
+  'int64_t span = s.total_steps - 1 - s.warmup_steps;' \
+  'int64_t span = s.total_steps - s.warmup_steps;'
+mutant "clipping also scales gradients below the bound" "-ts=optimizer,trainer-reference" \
+  'if (c >= 1.0f) return;' \
+  'if (c > 1e30f) return;'
+# --- DFlash kernels (issue 12: these were caught before; they must stay caught) ---
+mutant "mask: the anchor itself visible as context" "-ts=attention" \
+  'anchor = raw < 0 ? 0 : (raw > d.S ? d.S : raw);' \
+  'anchor = raw < 0 ? 0 : (raw >= d.S ? d.S : raw + 1);'
+mutant "RoPE: wrong sign of the rotation" "-ts=ops" \
+  'yr[h * hd + i] = x1 * c - x2 * s;' \
+  'yr[h * hd + i] = x1 * c + x2 * s;'
+mutant "RoPE forward adds into its output (reads what the arena held)" "-tc=*arena*filled*with*NaN*" \
+  'yr[h * hd + i] = x1 * c - x2 * s;' \
+  'yr[h * hd + i] += x1 * c - x2 * s;'
+mutant "loss decay exponent k, not k-1" "-ts=drafter" \
+  'lw[slot] = d.gamma > 0 ? wk * std::exp(-float(k - 1) / d.gamma) : wk;' \
+  'lw[slot] = d.gamma > 0 ? wk * std::exp(-float(k) / d.gamma) : wk;'
+mutant "anchor bound p < len - bs, not p <= len - bs" "-ts=data" \
+  'for (int64_t p = 0; p <= s.length() - block_size; ++p)' \
+  'for (int64_t p = 0; p < s.length() - block_size; ++p)'
+mutant "tau run does not stop at the first miss" "-ts=drafter" \
+  'if (hit) hits += 1;' \
+  'if (hit) hits += 1; if (hit && k > 0 && !run) ++accepted;'
+
+# --- Machinery ---
+fail() {
+  echo "mutants: $*" >&2
+  exit 2
+}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+list=0
+filters=()
+for a in "$@"; do
+  case $a in
+    --list) list=1 ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) filters+=("$a") ;;
+  esac
+done
+selected=()
+for i in "${!names[@]}"; do
+  keep=$(( ${#filters[@]} == 0 ))
+  for f in "${filters[@]}"; do [[ ${names[$i]} == *"$f"* ]] && keep=1; done
+  [ "$keep" = 1 ] && selected+=("$i")
+done
+if [ "$list" = 1 ]; then
+  for i in "${selected[@]}"; do printf '%2d  %s\n' "$((i + 1))" "${names[$i]}"; done
+  exit 0
+fi
+[ ${#selected[@]} -gt 0 ] || fail "no mutant matches ${filters[*]}"
+
+scratch=${DFLASH_MUTANTS_DIR:-${TMPDIR:-/tmp}/dflash-mutants-$(id -u)-$(printf %s "$root" | cksum | cut -d' ' -f1)}
+src=$scratch/src
+build=$scratch/build
+logs=$scratch/logs
+jobs=${DFLASH_MUTANTS_JOBS:-$(nproc)}
+limit=${DFLASH_MUTANTS_TIMEOUT:-900}
+case $scratch in "$root" | "$root"/*) fail "DFLASH_MUTANTS_DIR=$scratch lies inside the tree; choose a folder outside it" ;; esac
+mkdir -p "$src" "$logs" || fail "cannot create $scratch"
+t_start=$SECONDS
+
+# The scratch tree mirrors the tracked and untracked (not ignored) files. Only files whose content
+# differs are copied, so the build stays incremental and every copied file is newer than its objects.
+echo "mutants: syncing $root -> $src"
+mapfile -d '' files < <(git -C "$root" ls-files -z --cached --others --exclude-standard)
+declare -A wanted=()
+for f in "${files[@]}"; do
+  [ -f "$root/$f" ] || continue
+  wanted[$f]=1
+  if ! cmp -s "$root/$f" "$src/$f"; then
+    mkdir -p "$(dirname "$src/$f")" && cp "$root/$f" "$src/$f" || fail "cannot copy $f"
+  fi
+done
+while IFS= read -r -d '' f; do
+  f=${f#"$src/"}
+  [ -n "${wanted[$f]:-}" ] || rm -f "$src/$f"
+done < <(find "$src" -type f -print0)
+
+# Every snippet once in the production sources, and the replacement different (checked up front).
+mapfile -t sources < <(git -C "$root" ls-files --cached --others --exclude-standard |
+  grep -E '\.(cpp|h|cu|cuh)$' | grep -vE '^(tests|scripts|docs)/')
+where=()
+for i in "${selected[@]}"; do
+  [ "${olds[$i]}" != "${news[$i]}" ] || fail "mutant '${names[$i]}': the replacement equals the snippet"
+  hits=0 file=""
+  for f in "${sources[@]}"; do
+    [ -f "$src/$f" ] || continue
+    n=$(grep -oF -e "${olds[$i]}" "$src/$f" | wc -l)
+    if [ "$n" -gt 0 ]; then hits=$((hits + n)); file=$f; fi
+  done
+  [ "$hits" = 1 ] || fail "mutant '${names[$i]}': its snippet occurs $hits times in the sources (it must occur exactly once; update scripts/mutants.sh): ${olds[$i]}"
+  where[$i]=$file
+done
+
+bash "$root/scripts/setup.sh" || fail "setup failed"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CPU_ONLY=ON \
+    -DDFLASH_EXTRA_INCLUDE="$root/.deps/include" >"$logs/configure.log" 2>&1 ||
+    fail "configure failed; see $logs/configure.log"
+fi
+
+build_tests() {  # build_tests LOG: incremental build of the CPU test binary and dflash-train, which it runs
+  cmake --build "$build" -j "$jobs" --target dflash-tests dflash-train >"$1" 2>&1
+}
+
+run_tests() {  # run_tests LOG [doctest args]: the CPU suites, stopping at the first failure
+  local log=$1
+  shift
+  (cd "$src" && timeout "$limit" "$build/dflash-tests" --test-suite-exclude='gpu*' --abort-after=1 "$@") >"$log" 2>&1
+}
+
+echo "mutants: building the unmutated tree (CPU only) in $build"
+t0=$SECONDS
+build_tests "$logs/baseline-build.log" || fail "the unmutated tree does not build; see $logs/baseline-build.log"
+echo "mutants: built in $((SECONDS - t0)) s; running the unmutated CPU suites"
+t0=$SECONDS
+run_tests "$logs/baseline-tests.log" || fail "the unmutated CPU suites fail, so no mutant can count as caught; see $logs/baseline-tests.log"
+echo "mutants: the unmutated suites pass ($((SECONDS - t0)) s)"
+
+current="" original="$scratch/original"
+restore() {
+  if [ -n "$current" ]; then
+    cp "$original" "$src/$current" && touch "$src/$current"
+    current=""
+  fi
+}
+trap 'restore' EXIT
+trap 'restore; exit 130' INT TERM
+
+table=() survived=0
+for i in "${selected[@]}"; do
+  name=${names[$i]} file=${where[$i]}
+  log="$logs/mutant-$((i + 1))"
+  t0=$SECONDS
+  cp "$src/$file" "$original"
+  current=$file
+  content=$(cat "$src/$file"; printf x)
+  content=${content%x}
+  printf '%s' "${content/"${olds[$i]}"/"${news[$i]}"}" >"$src/$file"
+  cmp -s "$original" "$src/$file" && fail "mutant '$name' did not change $file"
+  build_tests "$log.build.log" || fail "mutant '$name' does not compile (an error of this list, not a catch); see $log.build.log"
+  grep -q "no work to do" "$log.build.log" && fail "mutant '$name' changes $file, which the CPU test build does not compile"
+  read -r -a hint <<<"${hints[$i]}"
+  verdict=""
+  run_tests "$log.hint.log" "${hint[@]}"
+  rc=$?
+  grep -qE 'test cases: +0 \|' "$log.hint.log" && fail "mutant '$name': its hint ${hints[$i]} selects no test case"
+  if [ $rc = 0 ]; then
+    run_tests "$log.all.log"
+    rc=$?
+    tests_log="$log.all.log"
+    [ $rc = 0 ] || verdict=" (not by its hint)"
+  else
+    tests_log="$log.hint.log"
+  fi
+  if [ $rc = 0 ]; then
+    caught="SURVIVED"
+    survived=$((survived + 1))
+  elif [ $rc = 124 ]; then
+    caught="timeout after ${limit} s"
+  else
+    caught=$(grep -m1 '^TEST CASE:' "$tests_log" | sed 's/^TEST CASE: *//')
+    [ -n "$caught" ] || caught="exit status $rc (see $tests_log)"
+    caught="$caught$verdict"
+  fi
+  restore
+  printf 'mutants: %2d/%d %-55s %s (%d s)\n' "$((i + 1))" "${#names[@]}" "$name" "$caught" "$((SECONDS - t0))"
+  table+=("| $((i + 1)) | $name | \`$file\` | $caught | $((SECONDS - t0)) |")
+done
+
+echo
+echo "| # | mutant | file | caught by | s |"
+echo "| --- | --- | --- | --- | --- |"
+printf '%s\n' "${table[@]}"
+echo
+echo "mutants: ${#selected[@]} run, $((${#selected[@]} - survived)) caught, $survived survived; $((SECONDS - t_start)) s in all"
+[ "$survived" = 0 ] || exit 1
