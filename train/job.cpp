@@ -171,8 +171,15 @@ uint64_t worker_memory_bytes(const Job& job, std::string* source) {
 }
 
 void check_memory_before_startup(const Job& job, bool train, bool online) {
-  std::string source;
-  const uint64_t available = worker_memory_bytes(job, &source);
+  // Persistent tensors are checked against the device itself: runtime.memory_limit_gb budgets
+  // the activation arena (docs/config.md), which Engine::build checks once the plans exist.
+  const Device& device = job.devices[0];
+  uint64_t available = available_memory_bytes(device);
+  std::string source = device.is_cuda() ? "free memory of the GPU" : "the host's available memory";
+  if (device.is_cpu() && job.devices.size() > 1) {
+    available /= job.devices.size();
+    source += ", split among " + std::to_string(job.devices.size()) + " CPU workers";
+  }
   WorkerShape w{job.target, job.drafter, job.cfg.buckets, job.devices[0].is_cuda(), train, online};
   check_persistent_fit(w, available, job.devices[0].str(), source);
 }

@@ -87,8 +87,7 @@ void check_persistent_fit(const WorkerShape& w, uint64_t available, const std::s
                                             << text(available) << " are available (" << available_source
                                             << "). Nothing was allocated. Per part:" << parts
                                             << "\nfix: lower the batch (or seq) of the largest buckets, use fewer "
-                                            << "CPU workers, or raise runtime.memory_limit_gb if the machine has "
-                                            << "more memory");
+                                            << "CPU workers, or use a device with more memory");
 }
 
 }  // namespace dflash
