@@ -31,7 +31,8 @@ struct DrafterOutputs {
 class Drafter {
  public:
   // embed_tokens and lm_head [V, H] are the target's, frozen.
-  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head);
+  // layout: how the parameters' flat buffers are split across ranks (runtime/optimizer.h).
+  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout = {});
 
   // Linear weights ~ N(0, std^2) (seeded), norm weights 1. Eager, before recording.
   void init_random(uint64_t seed, double std);

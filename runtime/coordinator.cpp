@@ -75,6 +75,8 @@ ThreadCoordinator::ThreadCoordinator(int world) : world_(world), slots_(size_t(w
   for (int r = 0; r < world; ++r) handles_.push_back(std::make_unique<Handle>(*this, r));
 }
 
+ThreadCoordinator::~ThreadCoordinator() = default;
+
 Coordinator& ThreadCoordinator::handle(int rank) { return *handles_.at(size_t(rank)); }
 
 }  // namespace dflash

@@ -46,6 +46,7 @@ class LocalCoordinator : public Coordinator {
 class ThreadCoordinator {
  public:
   explicit ThreadCoordinator(int world);
+  ~ThreadCoordinator();
   Coordinator& handle(int rank);
 
  private:

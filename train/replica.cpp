@@ -10,11 +10,16 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
   int64_t max_seq = 0;
   for (const Bucket& b : o.buckets) max_seq = std::max(max_seq, b.seq);
   target_ = std::make_unique<Target>(o.target_dir, o.spec.target_layer_ids, max_seq);
-  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head());
+  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head(), o.layout);
   drafter_->init_random(o.init_seed, o.init_std);
   if (o.train) {
     optimizer_ = std::make_unique<AdamWOptimizer>(drafter_->params(), o.optimizer);
-    update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), o.comm, o.rank, int(o.grad_accum));
+    UpdateOptions u;
+    u.comm = o.comm;
+    u.rank = o.rank;
+    u.micro_batches = int(o.grad_accum);
+    u.record_bytes = o.record_bytes;
+    update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), u);
   }
   for (const Bucket& b : o.buckets) {
     steps_.push_back(std::make_unique<BucketStep>(*drafter_, o.online ? target_.get() : nullptr, b, o.chunk_rows));

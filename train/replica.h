@@ -31,6 +31,8 @@ struct ReplicaOptions {
   bool graphs = true;
   bool checkpointing = true;
   int64_t grad_accum = 1;
+  ShardLayout layout;        // world and rank of this replica's parameters; sharded: ZeRO-1
+  size_t record_bytes = 0;   // the step record the update program gathers from every rank
   int64_t chunk_rows = 1024;
   uint64_t init_seed = 0;
   double init_std = 0.02;

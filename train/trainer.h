@@ -13,6 +13,9 @@ namespace dflash {
 
 struct TrainHooks {
   std::function<void(int64_t steps_done)> after_step;  // called on the main thread after each step
+  // Polled before each step, like the SIGINT/SIGTERM flag: true asks the run to stop (tests stop
+  // one rank of several this way; the flag travels with the step's collectives).
+  std::function<bool()> stop_requested;
 };
 
 struct TrainResult {
@@ -23,7 +26,12 @@ struct TrainResult {
   std::filesystem::path last_checkpoint;
 };
 
-TrainResult run_training(const Config& cfg, const TrainHooks& hooks = {});
+struct ClusterSpec;
+
+// One process: the devices of runtime.devices (threads), or, when launched by torchrun or srun
+// with several processes, this process's rank of the run (train/cluster.h). cluster: this
+// trainer is given its ranks, communicator and coordinator (tests run ranks as threads).
+TrainResult run_training(const Config& cfg, const TrainHooks& hooks = {}, const ClusterSpec* cluster = nullptr);
 
 // Asks a running training to stop after its current step (what SIGINT and SIGTERM do).
 void request_training_stop();
