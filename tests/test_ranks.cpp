@@ -223,6 +223,36 @@ TEST_SUITE("ranks") {
     CHECK(checkpoint_problem(dir).value().find("shard-00001-of-00002.safetensors has checksum") != std::string::npos);
   }
 
+  TEST_CASE("dflash-train hidden splits the data across 3 ranks; offline training from it equals online training") {
+    Config online = small_job("hidden-online", {"training.steps=5"}, 5);
+    run_training(online);
+    Config offline = small_job("hidden-offline", {"training.steps=5", "data.mode=offline"}, 5);
+    ThreadCoordinator coord(3);
+    std::vector<std::string> errors(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        ClusterSpec spec;
+        spec.world = 3;
+        spec.first_rank = r;
+        spec.devices = {Device::cpu(r)};
+        spec.coord = &coord.handle(r);
+        try {
+          run_hidden(offline, &spec);
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (const std::string& e : errors) CHECK(e == "");
+    nlohmann::json index = nlohmann::json::parse(read_file_text(offline.job.dump_folder / "hidden" / "index.json"));
+    CHECK(index["sequences"] == 48);
+    CHECK(index["shards"].size() == 3);
+    CHECK(index["shards"][2]["file"] == "hidden-p00002-00000.bin");
+    run_training(offline);
+    check_same_records(online.job.dump_folder, offline.job.dump_folder, 5);
+  }
+
   TEST_CASE("ranks with different configurations or programs refuse to run, naming the difference") {
     Config base = small_job("agree", {"training.steps=2"}, 2);
     Config other = small_job("agree", {"training.steps=2", "training.lr=0.001"}, 2);

@@ -13,9 +13,10 @@
 namespace dflash {
 
 std::unique_ptr<ProcessGroup> ProcessGroup::join(const Config& cfg, const LaunchInfo& launch,
-                                                 const std::function<void(const std::string&)>& log) {
+                                                 const std::function<void(const std::string&)>& log, bool with_nccl) {
 #ifndef DFLASH_NCCL
   (void)log;
+  (void)with_nccl;
   DF_FAIL("this process is " << launch.describe() << ", but this build has no NCCL: the processes of a run meet "
                              << "through NCCL on GPUs; fix: build on a machine with the CUDA toolkit and NCCL, or "
                              << "start one process without a launcher");
@@ -35,10 +36,11 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const Config& cfg, const Launch
   o.timeout_s = cfg.runtime.rendezvous_timeout_s;
   o.heartbeat_timeout_s = cfg.runtime.heartbeat_timeout_s;
   o.exit_grace_s = 15;
-  if (launch.rank == 0) o.payload = NcclCommunicator::make_unique_id();
+  if (launch.rank == 0 && with_nccl) o.payload = NcclCommunicator::make_unique_id();
   log("rendezvous: " + launch.describe() + " on GPU cuda:" + std::to_string(pg->device_) + ", meeting rank 0 at " +
       launch.master_addr + ":" + std::to_string(o.port));
   pg->rendezvous_ = Rendezvous::join(o);
+  if (!with_nccl) return pg;
   auto comm = std::make_unique<NcclCommunicator>(pg->device_, launch.rank, launch.world, pg->rendezvous_->payload());
   NcclCommunicator* c = comm.get();
   pg->comm_ = std::move(comm);

@@ -34,8 +34,10 @@ class ProcessGroup {
   // builds the NCCL communicator (ncclCommInitRank) and arms the watchdog: a rank that exits or
   // stops answering, or an NCCL error, aborts the communicator and, if this process does not
   // stop by itself, ends it (runtime.heartbeat_timeout_s + 15 s at most).
+  // with_nccl = false: only the rendezvous and the watchdog (dflash-train hidden, whose ranks
+  // exchange nothing but their file lists).
   static std::unique_ptr<ProcessGroup> join(const Config& cfg, const LaunchInfo& launch,
-                                            const std::function<void(const std::string&)>& log);
+                                            const std::function<void(const std::string&)>& log, bool with_nccl = true);
   ~ProcessGroup();
   ClusterSpec spec() const;
   Coordinator& coordinator() { return *rendezvous_; }
