@@ -5,6 +5,7 @@
 #include <random>
 
 #include "graphs/checkpoint.h"
+#include "runtime/autograd.h"
 #include "runtime/context.h"
 
 namespace dflash {
@@ -113,6 +114,7 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, bool checkpointing, int
   Tensor context = ops::rmsnorm(ops::linear(in.target_hidden, p.get("fc.weight")), p.get("hidden_norm.weight"), eps);
   Tensor h = ops::embedding(embed_, prep.noise_ids);  // (B, T, H)
   for (int64_t l = 0; l < spec_.num_hidden_layers; ++l) {
+    if (layer_hook_ && l >= 1) h = grad_hook(h, [hook = layer_hook_, l] { hook(l); });
     if (checkpointing) {
       Tensor q_pos = prep.q_pos, k_pos = prep.k_pos, anchors = in.anchors, keep = in.keep;
       auto segment = [this, l, q_pos, k_pos, anchors, keep, S](const std::vector<Tensor>& x, CheckpointStash& st) {

@@ -28,6 +28,31 @@ Tensor NodeGrads::in(const Tensor& t) {
   return g;
 }
 
+void NodeGrads::pass(const Tensor& t, const Tensor& grad) {
+  if (!t.defined() || !t.requires_grad() || !grad.defined()) return;
+  DF_CHECK(!t.is_leaf() && grad.dtype() == grad_dtype(t) && grad.shape() == t.shape(),
+           "pass: gradient " << grad.describe() << " for " << t.describe());
+  auto it = grads_.find(t.id());
+  if (it == grads_.end()) {
+    grads_.emplace(t.id(), grad);
+    return;
+  }
+  ops::accumulate_(it->second, grad);
+}
+
+Tensor grad_hook(const Tensor& t, std::function<void()> hook) {
+  if (!needs_grad({&t})) return t;
+  auto impl = std::make_shared<TensorImpl>(t.impl());  // the same storage under a new id
+  impl->id = next_tensor_id();
+  Tensor out(std::move(impl));
+  Tensor in = t;
+  record_node("grad_hook", {&out}, [in, hook](NodeGrads& g) {
+    g.pass(in, g.out(0));
+    hook();
+  });
+  return out;
+}
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!Context::current().grad_enabled()) return false;
   for (const Tensor* t : inputs)

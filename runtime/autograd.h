@@ -47,6 +47,8 @@ class NodeGrads {
   // The buffer t's gradient accumulates into (+=): a leaf's own gradient buffer, or a
   // zero-filled temporary made on first use. Undefined when t needs no gradient.
   Tensor in(const Tensor& t);
+  // Hands `grad` on as t's gradient without a copy when nothing has reached t yet (else adds it).
+  void pass(const Tensor& t, const Tensor& grad);
 
  private:
   std::unordered_map<uint64_t, Tensor>& grads_;
@@ -68,6 +70,11 @@ void backward(const Tensor& loss);
 // buffers to accumulate into instead of fresh ones (used by recompute checkpointing).
 void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
                   const std::unordered_map<uint64_t, Tensor>& preset = {});
+
+// An identity on t whose backward hands t's gradient on unchanged (no copy) and then calls `hook`.
+// The tape runs in reverse, so the hook runs once every node recorded after this one has run
+// (e.g. the backward of the layer that reads the result). Records nothing when t needs no grad.
+Tensor grad_hook(const Tensor& t, std::function<void()> hook);
 
 // Within this scope nothing is recorded on the tape.
 class NoGrad {

@@ -253,6 +253,14 @@ TEST_SUITE("ranks") {
     check_same_records(online.job.dump_folder, offline.job.dump_folder, 5);
   }
 
+  TEST_CASE("runtime.overlap_reduction on CPU workers leaves the reduction to the update: the same run") {
+    Config off = small_job("overlap-off", {"training.steps=4"}, 4);
+    Config on = small_job("overlap-on", {"training.steps=4", "runtime.overlap_reduction=true"}, 4);
+    run_training(off);
+    run_training(on);
+    check_same_records(off.job.dump_folder, on.job.dump_folder, 4);
+  }
+
   TEST_CASE("ranks with different configurations or programs refuse to run, naming the difference") {
     Config base = small_job("agree", {"training.steps=2"}, 2);
     Config other = small_job("agree", {"training.steps=2", "training.lr=0.001"}, 2);

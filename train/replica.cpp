@@ -19,6 +19,14 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
     u.rank = o.rank;
     u.micro_batches = int(o.grad_accum);
     u.record_bytes = o.record_bytes;
+    if (o.overlap && o.comm && o.comm->world() > 1 && o.device.is_cuda()) {
+      overlap_ = std::make_unique<OverlappedReduction>(
+          o.comm, o.rank, drafter_->params(), layer_ranges_of(drafter_->params(), o.spec.num_hidden_layers),
+          o.reduce_bf16);
+      OverlappedReduction* ov = overlap_.get();
+      drafter_->set_layer_backward_hook([ov](int64_t l) { ov->after_layer(l); });
+      u.grads_reduced = true;
+    }
     update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), u);
   }
   for (const Bucket& b : o.buckets) {
@@ -33,6 +41,7 @@ Replica::~Replica() {
   steps_.clear();
   eval_steps_.clear();
   update_.reset();
+  overlap_.reset();
   optimizer_.reset();
   drafter_.reset();
   target_.reset();
@@ -48,7 +57,15 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     const Bucket& b = step->bucket();
     std::string seq = std::to_string(b.seq);
     if (step->online() && (opt_.train || opt_.features)) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
-    if (opt_.train) engine_->add("train/" + seq, b, [step](bool ckpt) { step->train_body(ckpt); }, opt_.checkpointing);
+    OverlappedReduction* ov = overlap_.get();
+    auto reducing = [step, ov](bool ckpt) {
+      ov->arm();
+      step->train_body(ckpt);
+      ov->finish();
+    };
+    if (opt_.train && (!ov || opt_.grad_accum > 1))
+      engine_->add("train/" + seq, b, [step](bool ckpt) { step->train_body(ckpt); }, opt_.checkpointing);
+    if (opt_.train && ov) engine_->add(opt_.grad_accum > 1 ? "train-last/" + seq : "train/" + seq, b, reducing, opt_.checkpointing);
     if (opt_.eval) engine_->add("eval/" + seq, b, [eval](bool) { eval->eval_body(); }, false);
   }
   if (opt_.train) {
@@ -61,6 +78,7 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     Programs p;
     if (engine_->has("target/" + seq)) p.target = &engine_->program("target/" + seq);
     if (engine_->has("train/" + seq)) p.train = &engine_->program("train/" + seq);
+    p.train_last = engine_->has("train-last/" + seq) ? &engine_->program("train-last/" + seq) : p.train;
     if (engine_->has("eval/" + seq)) p.eval = &engine_->program("eval/" + seq);
     programs_.push_back(p);
   }
@@ -84,10 +102,17 @@ void Replica::run_target(size_t b) {
   run(opt_.graphs ? programs_[b].target : nullptr, [s] { s->target_body(); });
 }
 
-void Replica::run_train(size_t b) {
+void Replica::run_train(size_t b, bool last) {
   BucketStep* s = steps_[b].get();
   bool ckpt = opt_.checkpointing;
-  run(opt_.graphs ? programs_[b].train : nullptr, [s, ckpt] { s->train_body(ckpt); });
+  OverlappedReduction* ov = overlap_.get();
+  // With overlap and one micro-batch per step, every micro-batch is the last.
+  const bool reduce = ov && (last || opt_.grad_accum == 1);
+  run(opt_.graphs ? (reduce ? programs_[b].train_last : programs_[b].train) : nullptr, [s, ckpt, ov, reduce] {
+    if (reduce) ov->arm();
+    s->train_body(ckpt);
+    if (reduce) ov->finish();
+  });
 }
 
 void Replica::run_eval(size_t b) {

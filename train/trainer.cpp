@@ -97,7 +97,11 @@ class Trainer {
     info("devices: " + std::to_string(cluster_.world) + " rank(s)" +
          (coord_->size() > 1 ? " in " + std::to_string(coord_->size()) + " processes" : "") + " on " +
          job_.devices[0].str() + " (" + job_.device_note + ")" +
-         (c.runtime.shard_optimizer && cluster_.world > 1 ? "; optimizer state sharded" : ""));
+         (c.runtime.shard_optimizer && cluster_.world > 1 ? "; optimizer state sharded" : "") +
+         (c.runtime.overlap_reduction && cluster_.world > 1
+              ? (job_.devices[0].is_cuda() ? "; gradients reduced during the backward (" + c.runtime.reduce_dtype + ")"
+                                           : "; runtime.overlap_reduction applies to GPUs: on the CPU the update reduces")
+              : ""));
     planner_ = std::make_unique<BatchPlanner>(train_->lengths(), c.buckets,
                                               parse_overflow_policy(c.data.overflow, "data.overflow"),
                                               c.data.shuffle_seed, train_->source().string());
@@ -294,6 +298,8 @@ class Trainer {
       o.optimizer = opt;
       o.layout = ShardLayout{W, rank, sharded};
       o.record_bytes = step_record_bytes(k);
+      o.overlap = c.runtime.overlap_reduction;
+      o.reduce_bf16 = c.runtime.reduce_dtype == "bf16";
       log_.progress("loading worker " + std::to_string(w) + " on " + o.device.str());
       replicas_.push_back(std::make_unique<Replica>(o));
       Replica& r = *replicas_.back();
@@ -411,7 +417,7 @@ class Trainer {
         r.step(b).stage(slot.host);
       }
       if (online_) r.run_target(b);
-      r.run_train(b);
+      r.run_train(b, j + 1 == slots_[w].size());
       ContextScope s(r.context());
       r.step(b).read_result(slot.result);
       SlotFigures& f = figures[j];
