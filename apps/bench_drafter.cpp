@@ -14,6 +14,7 @@
 #include "graphs/startup_report.h"
 #include "graphs/update.h"
 #include "runtime/profile.h"
+#include "apps/bench_drafter.h"
 #include "train/bucket_step.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
@@ -38,7 +39,6 @@ CuptiReplayTimes cupti_stop(const ProfileLog&, int64_t) { return {}; }
 
 namespace dflash {
 
-namespace {
 using Clock = std::chrono::steady_clock;
 
 DrafterSpec bench_spec(const std::string& model) {
@@ -84,6 +84,7 @@ void fill_random(const Tensor& t, uint64_t seed, float std) {
   }
 }
 
+namespace {
 // FLOPs of one step as ../shared/BENCH.md counts them.
 double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32_t>& anchors) {
   const double B = double(b.batch), S = double(b.seq), N = double(b.anchors), bs = double(s.block_size);
@@ -100,6 +101,8 @@ double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32
   return fc + layers + attn + head;
 }
 
+}  // namespace
+
 // Sorted distinct anchors for every sequence of the batch (all kept), seeded.
 std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -114,6 +117,7 @@ std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed) 
   return all;
 }
 
+namespace {
 // Everything a drafter benchmark needs: the context, random frozen tensors and parameters, the
 // optimizer, one BucketStep per bucket and the engine (recorded and sealed by build()).
 struct DrafterBench {

@@ -1,7 +1,8 @@
 // dflash-bench: measured figures. `workers` times the toy model's recorded train+update step on
 // 1 and 2 CPU worker threads (throughput must scale: nothing on the replay path takes a global
 // lock); `toy` times replay of the toy model's step on one device (CUDA when available); `step`
-// times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp).
+// times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp); `multi`
+// times it on several GPUs through NCCL (apps/bench_multi.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +25,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
                        bool checkpointing);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           bool checkpointing);
+int bench_multi(const std::vector<std::string>& args);
 }
 
 namespace {
@@ -127,6 +129,7 @@ int cmd_toy(int steps, bool cuda) {
 int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "multi") return bench_multi(std::vector<std::string>(argv + 2, argv + argc));
     int steps = 20, replays = 5;
     bool cuda = false, checkpointing = true;
     std::string model = "small";
@@ -168,7 +171,9 @@ int main(int argc, char** argv) {
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
                  "                         [--no-checkpointing]   the DFlash drafter step of ../shared/BENCH.md\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
-                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n");
+                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n"
+                 "       dflash-bench multi --gpus=N [--model=M] [--bucket=SEQ:ANCHORS] [--steps=N] [--overlap [--bf16]]\n"
+                 "                         [--shard] [--no-checkpointing] [--baseline]   the step on N GPUs (NCCL)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

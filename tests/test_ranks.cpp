@@ -4,10 +4,13 @@
 // against a one-process run with worker threads: same metrics bit for bit, sharded == unsharded,
 // a stop on one rank stops all after the same step, resume (also on another world size), the
 // sharded checkpoint layout read by export and eval, and the ranks' agreement checks.
+#include <unistd.h>
+
 #include <thread>
 
 #include "runtime/coordinator.h"
 #include "runtime/fileio.h"
+#include "runtime/rendezvous.h"
 #include "runtime/safetensors.h"
 #include "tests/trainer_fixture.h"
 #include "train/checkpoint.h"
@@ -221,6 +224,42 @@ TEST_SUITE("ranks") {
     bytes[bytes.size() - 3] ^= 0x40;
     write_file_atomic(shard, bytes);
     CHECK(checkpoint_problem(dir).value().find("shard-00001-of-00002.safetensors has checksum") != std::string::npos);
+  }
+
+  TEST_CASE("the trainer's control messages over the TCP rendezvous (ranks as threads): the same run") {
+    Config plain = small_job("tcp-plain", {"training.steps=6", "runtime.shard_optimizer=true"}, 6);
+    run_training(plain);
+    Config tcp = small_job("tcp-ranks", {"training.steps=6", "runtime.shard_optimizer=true"}, 6);
+    ThreadCommunicator comm(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    const int port = 20000 + int(::getpid() % 20000);
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          RendezvousOptions o;
+          o.rank = r;
+          o.world = 2;
+          o.master_addr = "127.0.0.1";
+          o.port = port;
+          o.timeout_s = 30;
+          std::unique_ptr<Rendezvous> rdzv = Rendezvous::join(o);
+          ClusterSpec spec;
+          spec.world = 2;
+          spec.first_rank = r;
+          spec.devices = {Device::cpu(r)};
+          spec.comm = &comm;
+          spec.coord = rdzv.get();
+          run_training(tcp, {}, &spec);
+          rdzv->finish();
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    CHECK(errors[0] == "");
+    CHECK(errors[1] == "");
+    check_same_records(plain.job.dump_folder, tcp.job.dump_folder, 6);
   }
 
   TEST_CASE("dflash-train hidden splits the data across 3 ranks; offline training from it equals online training") {

@@ -82,7 +82,10 @@ void run_hidden(const Config& cfg, const ClusterSpec* given) {
   };
   // Rank 0 writes what is generated (a synthetic target and data) before the others read it.
   if (rank != 0) coord.barrier();
-  Job job = setup_job(cfg, log);
+  Config setup = cfg;
+  if (cluster.coord) setup.runtime.devices = "cpu";  // the rank's device comes from its launcher
+  Job job = setup_job(setup, log);
+  job.cfg.runtime.devices = cfg.runtime.devices;
   std::unique_ptr<Dataset> data = open_train_data(job, log);
   if (rank == 0) coord.barrier();
   if (cluster.coord) job.devices = cluster.devices;

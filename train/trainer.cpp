@@ -76,7 +76,11 @@ class Trainer {
     // Rank 0 writes what is generated (a synthetic target and data) before the others read it.
     if (!root) coord_->barrier();
     try {
-      job_ = setup_job(cfg, info);
+      // A rank's device comes from its launcher; runtime.devices may name another node's GPUs.
+      Config setup = cfg;
+      if (given || pg_) setup.runtime.devices = "cpu";
+      job_ = setup_job(setup, info);
+      job_.cfg.runtime.devices = cfg.runtime.devices;
       train_ = open_train_data(job_, info);
       eval_ = open_eval_data(job_, info);
     } catch (...) {
