@@ -1,5 +1,6 @@
-// The rendezvous: sockets, framing, the join, and the watchdog thread (heartbeats, failures).
-// Frame: magic, type, aux, length (u32 each, network order), then `length` bytes.
+// The rendezvous: listening, connecting (getaddrinfo, retries until the timeout), the join's
+// checks, and the connection's lifetime. The watchdog and the control messages are in
+// rendezvous_watch.cpp.
 #include "runtime/rendezvous.h"
 
 #include <arpa/inet.h>
@@ -11,113 +12,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
+#include <thread>
 
 #include "runtime/error.h"
+#include "runtime/rendezvous_wire.h"
 
 namespace dflash {
 
+using namespace rendezvous_detail;
+
 namespace {
-using Clock = std::chrono::steady_clock;
-constexpr uint32_t kMagic = 0x44465256;  // "DFRV"
-constexpr uint32_t kMaxFrame = 64u << 20;
-enum Type : uint32_t { kHello = 1, kWelcome, kRefuse, kHeartbeat, kGather, kGatherResult, kFailure, kBye };
-
-double seconds_until(Clock::time_point t) { return std::chrono::duration<double>(t - Clock::now()).count(); }
-Clock::time_point after(double s) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::string frame(uint32_t type, uint32_t aux, const std::string& body) {
-  uint32_t h[4] = {htonl(kMagic), htonl(type), htonl(aux), htonl(uint32_t(body.size()))};
-  std::string out(reinterpret_cast<const char*>(h), sizeof h);
-  return out + body;
-}
-
-// Sends all bytes; false when the peer is gone.
-bool send_all(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += size_t(n);
-  }
-  return true;
-}
-
-struct Frame {
-  uint32_t type = 0, aux = 0;
-  std::string body;
-};
-
-// A complete frame from the front of `buf`, if there is one; throws on garbage.
-std::optional<Frame> take_frame(std::string& buf) {
-  if (buf.size() < 16) return std::nullopt;
-  uint32_t h[4];
-  std::memcpy(h, buf.data(), 16);
-  if (ntohl(h[0]) != kMagic) throw Error("not a dflash rendezvous message");
-  const uint32_t len = ntohl(h[3]);
-  if (len > kMaxFrame) throw Error("a rendezvous message of " + std::to_string(len) + " bytes is too large");
-  if (buf.size() < 16 + size_t(len)) return std::nullopt;
-  Frame f{ntohl(h[1]), ntohl(h[2]), buf.substr(16, len)};
-  buf.erase(0, 16 + size_t(len));
-  return f;
-}
-
-// Reads one frame before `deadline`; nullopt on timeout; throws when the peer closes.
-std::optional<Frame> read_frame(int fd, std::string& buf, Clock::time_point deadline) {
-  for (;;) {
-    if (auto f = take_frame(buf)) return f;
-    const double left = seconds_until(deadline);
-    if (left <= 0) return std::nullopt;
-    pollfd p{fd, POLLIN, 0};
-    int r = ::poll(&p, 1, int(std::min(left, 1.0) * 1000) + 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char tmp[4096];
-    ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(n == 0 ? "the connection was closed" : std::string("recv: ") + std::strerror(errno));
-    buf.append(tmp, size_t(n));
-  }
-}
-
-std::string pack(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& p : parts) {
-    uint32_t n = htonl(uint32_t(p.size()));
-    out.append(reinterpret_cast<const char*>(&n), 4);
-    out += p;
-  }
-  return out;
-}
-
-std::vector<std::string> unpack(const std::string& bytes) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at + 4 <= bytes.size()) {
-    uint32_t n;
-    std::memcpy(&n, bytes.data() + at, 4);
-    n = ntohl(n);
-    at += 4;
-    DF_CHECK(at + n <= bytes.size(), "rendezvous: a malformed gather result");
-    out.push_back(bytes.substr(at, n));
-    at += n;
-  }
-  return out;
-}
-
 void tune(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -202,29 +107,6 @@ int connect_to(const RendezvousOptions& o, Clock::time_point deadline) {
   }
 }
 }  // namespace
-
-struct Rendezvous::Peer {
-  int fd = -1;
-  int rank = 0;
-  std::string host;
-  std::string inbuf;
-  Clock::time_point heard;
-  std::atomic<bool> gone{false};  // said goodbye or closed
-  std::mutex send_mutex;
-  std::deque<std::string> gathers;  // rank 0: this peer's gather contributions, oldest first
-};
-
-struct Rendezvous::State {
-  mutable std::mutex mutex;
-  std::condition_variable cv;
-  std::vector<std::unique_ptr<Peer>> peers;  // rank 0: ranks 1..W-1; others: rank 0
-  std::deque<std::string> results;           // others: gather results from rank 0
-  std::optional<std::string> failure;
-  std::atomic<bool> stop{false};
-  bool aborted = false, finished = false;
-  std::function<std::optional<std::string>()> poll;
-  std::function<void()> abort;
-};
 
 Rendezvous::Rendezvous(const RendezvousOptions& o) : opt_(o), st_(std::make_unique<State>()) {}
 
@@ -372,181 +254,6 @@ void Rendezvous::set_watch(std::function<std::optional<std::string>()> poll, std
   std::lock_guard<std::mutex> lock(st_->mutex);
   st_->poll = std::move(poll);
   st_->abort = std::move(abort);
-}
-
-namespace {
-void send_to(Rendezvous::Peer& p, const std::string& bytes) {
-  std::lock_guard<std::mutex> lock(p.send_mutex);
-  if (!p.gone) send_all(p.fd, bytes);
-}
-}  // namespace
-
-void Rendezvous::report_failure(const std::string& message) {
-  std::function<void()> abort;
-  std::string text;
-  {
-    std::lock_guard<std::mutex> lock(st_->mutex);
-    if (st_->failure) return;
-    text = "rank " + std::to_string(opt_.rank) + " (host " + host_name() + ") stopped: " + message;
-    st_->failure = text;
-    st_->cv.notify_all();
-  }
-  for (auto& p : st_->peers) send_to(*p, frame(kFailure, uint32_t(opt_.rank), text));
-}
-
-std::vector<std::string> Rendezvous::all_gather(const std::string& mine) {
-  if (opt_.world == 1) return {mine};
-  State& s = *st_;
-  if (opt_.rank == 0) {
-    std::vector<std::string> all(size_t(opt_.world));
-    all[0] = mine;
-    {
-      std::unique_lock<std::mutex> lock(s.mutex);
-      s.cv.wait(lock, [&] {
-        if (s.failure) return true;
-        for (auto& p : s.peers)
-          if (p->gathers.empty() && p->gone) {
-            s.failure = "rank " + std::to_string(p->rank) + " (host " + p->host +
-                        ") finished while rank 0 was waiting for it; the ranks disagree on the run's course";
-            return true;
-          }
-        for (auto& p : s.peers)
-          if (p->gathers.empty()) return false;
-        return true;
-      });
-      if (s.failure) DF_FAIL(*s.failure);
-      for (auto& p : s.peers) {
-        all[size_t(p->rank)] = std::move(p->gathers.front());
-        p->gathers.pop_front();
-      }
-    }
-    const std::string out = frame(kGatherResult, 0, pack(all));
-    for (auto& p : s.peers) send_to(*p, out);
-    return all;
-  }
-  send_to(*s.peers[0], frame(kGather, uint32_t(opt_.rank), mine));
-  std::unique_lock<std::mutex> lock(s.mutex);
-  s.cv.wait(lock, [&] {
-    if (s.results.empty() && s.peers[0]->gone && !s.failure)
-      s.failure = "rank 0 finished while rank " + std::to_string(opt_.rank) + " was waiting for it";
-    return s.failure || !s.results.empty();
-  });
-  if (s.results.empty()) DF_FAIL(*s.failure);
-  std::vector<std::string> all = unpack(s.results.front());
-  s.results.pop_front();
-  return all;
-}
-
-void Rendezvous::finish() {
-  {
-    std::lock_guard<std::mutex> lock(st_->mutex);
-    if (st_->finished) return;
-    st_->finished = true;
-  }
-  for (auto& p : st_->peers) send_to(*p, frame(kBye, uint32_t(opt_.rank), ""));
-  stop_io();
-}
-
-// The watchdog: reads every frame, sends heartbeats, notices closed or silent peers and local
-// errors; at the first failure it aborts the communicator, tells the others, and (exit_grace_s)
-// ends the process if the main thread does not.
-void Rendezvous::io_loop() {
-  State& s = *st_;
-  Clock::time_point next_beat = Clock::now();
-  auto fail = [&](const std::string& text, int culprit) {
-    std::function<void()> abort;
-    {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      if (s.failure) return;
-      s.failure = text;
-      s.cv.notify_all();
-      if (!s.aborted) {
-        s.aborted = true;
-        abort = s.abort;
-      }
-    }
-    for (auto& p : s.peers)
-      if (p->rank != culprit) send_to(*p, frame(kFailure, uint32_t(culprit), text));
-    if (abort) abort();
-    if (opt_.exit_grace_s > 0) {
-      const double grace = opt_.exit_grace_s;
-      std::thread([text, grace] {
-        std::this_thread::sleep_for(std::chrono::duration<double>(grace));
-        std::fprintf(stderr, "dflash-train: error: %s (exiting: this rank cannot continue without it)\n", text.c_str());
-        std::fflush(stderr);
-        ::_exit(1);
-      }).detach();
-    }
-  };
-  while (!s.stop) {
-    const Clock::time_point now = Clock::now();
-    if (now >= next_beat) {
-      for (auto& p : s.peers) send_to(*p, frame(kHeartbeat, uint32_t(opt_.rank), ""));
-      next_beat = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.heartbeat_s));
-      std::function<std::optional<std::string>()> poll;
-      {
-        std::lock_guard<std::mutex> lock(s.mutex);
-        poll = s.poll;
-      }
-      if (poll && !failure())
-        if (std::optional<std::string> err = poll())
-          fail("rank " + std::to_string(opt_.rank) + " (host " + host_name() + "): " + *err, opt_.rank);
-    }
-    std::vector<pollfd> fds;
-    for (auto& p : s.peers) fds.push_back({p->gone ? -1 : p->fd, POLLIN, 0});
-    int r = ::poll(fds.data(), fds.size(), 100);
-    if (r < 0 && errno != EINTR) break;
-    for (size_t i = 0; i < fds.size(); ++i) {
-      Peer& p = *s.peers[i];
-      if (p.gone) continue;
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        char tmp[65536];
-        ssize_t n = ::recv(p.fd, tmp, sizeof tmp, MSG_DONTWAIT);
-        if (n > 0) {
-          p.inbuf.append(tmp, size_t(n));
-          p.heard = Clock::now();
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-          {
-            std::lock_guard<std::mutex> lock(p.send_mutex);
-            p.gone = true;
-          }
-          fail("rank " + std::to_string(p.rank) + " (host " + p.host + ") exited without finishing (killed or crashed); "
-               "this rank stops too",
-               p.rank);
-          continue;
-        }
-      }
-      try {
-        while (auto f = take_frame(p.inbuf)) {
-          if (f->type == kGather && opt_.rank == 0) {
-            std::lock_guard<std::mutex> lock(s.mutex);
-            p.gathers.push_back(std::move(f->body));
-            s.cv.notify_all();
-          } else if (f->type == kGatherResult) {
-            std::lock_guard<std::mutex> lock(s.mutex);
-            s.results.push_back(std::move(f->body));
-            s.cv.notify_all();
-          } else if (f->type == kFailure) {
-            fail(f->body, int(f->aux));
-          } else if (f->type == kBye) {
-            {
-              std::lock_guard<std::mutex> lock(p.send_mutex);
-              p.gone = true;
-            }
-            std::lock_guard<std::mutex> lock(s.mutex);
-            s.cv.notify_all();
-          }
-        }
-      } catch (const Error& e) {
-        p.gone = true;
-        fail("rank " + std::to_string(p.rank) + " (host " + p.host + ") sent a malformed message: " + e.what(), p.rank);
-      }
-      if (!p.gone && seconds_until(p.heard) < -opt_.heartbeat_timeout_s)
-        fail("rank " + std::to_string(p.rank) + " (host " + p.host + ") has not answered for " +
-                 std::to_string(int(opt_.heartbeat_timeout_s)) + " s (hung, stopped or unreachable); this rank stops too",
-             p.rank);
-    }
-  }
 }
 
 }  // namespace dflash
