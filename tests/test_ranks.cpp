@@ -214,6 +214,12 @@ TEST_SUITE("ranks") {
     CHECK_FALSE(fs::exists(dir / "params.safetensors"));
     EvalResult e = run_eval(sharded, dir);
     CHECK(e.loss == r.after->loss);
+    // A sharded run warm-starts from it (every rank writes its part of the masters).
+    Config warm = small_job("layout-warm", {"training.steps=2", "runtime.shard_optimizer=true",
+                                            "drafter.init=" + dir.string()}, 2);
+    TrainResult w = run_training(warm);
+    CHECK(w.steps_done == 2);
+    CHECK(w.before->loss == e.loss);  // the same parameters before any step
     Config more = small_job("layout-sharded", {"training.steps=5"}, 5);  // unsharded now
     TrainResult m = run_training(more);
     CHECK(m.start_step == 3);
