@@ -15,8 +15,12 @@
 
 namespace dflash {
 
+// The drafters of ../shared/BENCH.md ("small", "qwen3-8b") and a CI-sized one ("tiny").
+DrafterSpec bench_spec(const std::string& model);
 // N(0, std^2) values, one random block tiled over the tensor (fast for 10^9 elements; never zeros).
 void fill_random(const Tensor& t, uint64_t seed, float std);
+// Sorted distinct anchors for every sequence of the batch (all kept), seeded.
+std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed);
 
 // The target the drafter's dims imply (Qwen3: hidden and vocab from the drafter; Qwen3-8B's
 // intermediate, 36 layers, 32/8 heads of 128 when the hidden size is 4096).
@@ -47,6 +51,7 @@ struct AttentionBenchShape {
 };
 int bench_attention(const std::vector<AttentionBenchShape>& shapes, int reps);
 int bench_causal_attention(int argc, char** argv);  // apps/bench_attention_target.cpp
+int bench_multi(const std::vector<std::string>& args);  // apps/bench_multi.cpp
 int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda);  // bench_spec.cpp
 int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda,
                  bool profile = false);

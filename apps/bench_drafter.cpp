@@ -20,7 +20,6 @@
 
 namespace dflash {
 
-namespace {
 using Clock = std::chrono::steady_clock;
 
 DrafterSpec bench_spec(const std::string& model) {
@@ -47,8 +46,6 @@ DrafterSpec bench_spec(const std::string& model) {
   }
   return s;
 }
-
-}  // namespace
 
 // Fills a tensor with N(0, std^2) values, tiling one random block (fast for 10^9 elements; never
 // zeros, which would time unrealistically).
@@ -90,6 +87,8 @@ double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32
   return fc + layers + attn + head;
 }
 
+}  // namespace
+
 // Sorted distinct anchors for every sequence of the batch (all kept), seeded.
 std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -104,6 +103,7 @@ std::vector<int32_t> random_anchors(const Bucket& b, int64_t bs, uint64_t seed) 
   return all;
 }
 
+namespace {
 // Everything a drafter benchmark needs: the context, random frozen tensors and parameters, the
 // optimizer, one BucketStep per bucket and the engine (recorded and sealed by build()).
 struct DrafterBench {

@@ -2,7 +2,8 @@
 // 1 and 2 CPU worker threads (throughput must scale: nothing on the replay path takes a global
 // lock); `toy` times replay of the toy model's step on one device (CUDA when available); `step`
 // times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp);
-// `attention` times the DFlash attention kernels, version 1 against version 2 (apps/bench_attention.cpp).
+// `attention` times the DFlash attention kernels, version 1 against version 2 (apps/bench_attention.cpp);
+// `multi` times the step on several GPUs through NCCL (apps/bench_multi.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   try {
     std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "causal-attention") return bench_causal_attention(argc - 2, argv + 2);
+    if (cmd == "multi") return bench_multi(std::vector<std::string>(argv + 2, argv + argc));
     int steps = 20, replays = 5;
     bool cuda = false, checkpointing = true, online = false, target = false;
     std::vector<int64_t> seqs;
@@ -213,7 +215,10 @@ int main(int argc, char** argv) {
                  "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"
                  "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n"
                  "       dflash-bench spec [--cuda] [--model=qwen3-8b|small] [--context=N ...] [--steps=N]\n"
-                 "                         speculative decoding: one round and one target-alone step (random weights)\n");
+                 "                         speculative decoding: one round and one target-alone step (random weights)\n"
+
+                 "       dflash-bench multi --gpus=N [--model=M] [--bucket=SEQ:ANCHORS] [--steps=N] [--overlap [--bf16]]\n"
+                 "                         [--shard] [--no-checkpointing] [--baseline]   the step on N GPUs (NCCL)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-bench: %s\n", e.what());

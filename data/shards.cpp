@@ -309,6 +309,12 @@ HiddenShardWriter::HiddenShardWriter(const fs::path& dir, int64_t feature_width,
   start_output_dir(dir, "HiddenShardWriter");
 }
 
+HiddenShardWriter::HiddenShardWriter(const fs::path& dir, int64_t feature_width, HiddenDType dtype, int64_t shard_bytes,
+                                     HiddenPart part)
+    : HiddenShardWriter(dir, feature_width, dtype, shard_bytes) {
+  part_ = part;
+}
+
 void HiddenShardWriter::append(const float* data, int64_t rows) {
   const std::string w = "HiddenShardWriter '" + dir_.string() + "'";
   DF_CHECK(!finished_, w << ": append after finish(); fix: create a new writer");
@@ -332,7 +338,7 @@ void HiddenShardWriter::append(const float* data, int64_t rows) {
 
 void HiddenShardWriter::flush() {
   if (lengths_.empty()) return;
-  const uint64_t n = lengths_.size(), first = uint64_t(total_) - n;
+  const uint64_t n = lengths_.size(), first = uint64_t(total_) - n + uint64_t(part_ ? part_->first_sequence : 0);
   std::vector<uint8_t> head(hidden_header_bytes(n), 0);
   uint64_t rows = 0;
   for (uint64_t k = 0; k < n; ++k) {
@@ -347,7 +353,12 @@ void HiddenShardWriter::flush() {
   store<uint64_t>(head, 32, uint64_t(width_));
   store<uint32_t>(head, 40, uint32_t(dtype_));
   store<uint64_t>(head, 48, rows);
-  const std::string name = shard_name("hidden", written_.size());
+  std::string name = shard_name("hidden", written_.size());
+  if (part_) {
+    char stem[32];
+    std::snprintf(stem, sizeof stem, "hidden-p%05d", part_->rank);
+    name = shard_name(stem, written_.size());
+  }
   write_file_atomic(dir_ / name, [&](const ByteSink& sink) {
     sink(head.data(), head.size());
     sink(payload_.data(), payload_.size());
@@ -357,9 +368,40 @@ void HiddenShardWriter::flush() {
   payload_.clear();
 }
 
+std::string HiddenShardWriter::shards_json() const {
+  json shards = json::array();
+  for (const Written& w : written_) shards.push_back({{"file", w.file}, {"first_sequence", w.first}, {"sequences", w.count}});
+  return shards.dump();
+}
+
+void write_hidden_index(const fs::path& dir, int64_t feature_width, HiddenDType dtype,
+                        const std::vector<std::string>& parts) {
+  json shards = json::array();
+  std::set<std::string> names;
+  int64_t total = 0;
+  for (const std::string& p : parts)
+    for (const json& e : json::parse(p)) {
+      DF_CHECK(e.at("first_sequence").get<int64_t>() == total,
+               "write_hidden_index '" << dir.string() << "': shard " << e.at("file").get<std::string>() << " starts at sequence "
+                                      << e.at("first_sequence").get<int64_t>() << ", expected " << total
+                                      << " (the ranks' parts do not follow each other)");
+      total += e.at("sequences").get<int64_t>();
+      names.insert(e.at("file").get<std::string>());
+      shards.push_back(e);
+    }
+  json index = {{"format", "dflash-hidden-shards"}, {"version", kHiddenShardVersion}, {"feature_width", feature_width},
+                {"dtype", hidden_dtype_name(dtype)}, {"sequences", total}, {"shards", shards}};
+  write_file_atomic(dir / "index.json", index.dump(2) + "\n");
+  remove_stale(dir, "hidden", names);
+}
+
 void HiddenShardWriter::finish() {
   DF_CHECK(!finished_, "HiddenShardWriter '" << dir_.string() << "': finish() called twice");
   flush();
+  if (part_) {
+    finished_ = true;
+    return;
+  }
   json shards = json::array();
   std::set<std::string> names;
   for (const Written& w : written_) {

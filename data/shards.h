@@ -55,15 +55,27 @@ const char* hidden_dtype_name(HiddenDType t);
 // Appends one [rows, feature_width] matrix per sequence, in dataset order, and writes shards of
 // about shard_bytes each (dir/hidden-NNNNN.bin, atomically); finish() writes the last shard and
 // then dir/index.json. Without finish() the directory has no index and refuses to open.
+// One rank's part of a directory written by several ranks: its sequences start at
+// first_sequence, its files are hidden-pRRRRR-NNNNN.bin, and finish() writes no index (rank 0
+// writes it with write_hidden_index once every part is done).
+struct HiddenPart {
+  int rank = 0;
+  int64_t first_sequence = 0;
+};
+
 class HiddenShardWriter {
  public:
   HiddenShardWriter(const std::filesystem::path& dir, int64_t feature_width, HiddenDType dtype,
                     int64_t shard_bytes = int64_t(1) << 30);
+  HiddenShardWriter(const std::filesystem::path& dir, int64_t feature_width, HiddenDType dtype, int64_t shard_bytes,
+                    HiddenPart part);
   // data: (rows, feature_width) row-major; rows may be 0 (a sequence the trainer never reads).
   // Refuses NaN/Inf, naming the sequence and position.
   void append(const float* data, int64_t rows);
   void finish();
   int64_t sequences() const { return total_; }
+  // The shards written, as index.json lists them ({"file", "first_sequence", "sequences"}).
+  std::string shards_json() const;
 
  private:
   void flush();
@@ -73,6 +85,7 @@ class HiddenShardWriter {
   int64_t shard_bytes_;
   int64_t total_ = 0;
   bool finished_ = false;
+  std::optional<HiddenPart> part_;
   std::vector<int64_t> lengths_;  // of the shard being built
   std::vector<uint8_t> payload_;  // of the shard being built
   struct Written {
@@ -86,6 +99,11 @@ class HiddenShardWriter {
 // bucket's seq; 0 for sequences the skip policy drops.
 std::vector<int64_t> hidden_rows_for(const std::vector<int64_t>& lengths, const std::vector<Bucket>& buckets,
                                      OverflowPolicy overflow);
+
+// index.json of a directory whose shards several ranks wrote: `parts` are their shards_json()
+// in rank order; files of an earlier run that are not listed are removed.
+void write_hidden_index(const std::filesystem::path& dir, int64_t feature_width, HiddenDType dtype,
+                        const std::vector<std::string>& parts);
 
 // A hidden-state shard directory, validated on open against what the trainer expects: the feature
 // width F*H, the dtype (when given) and each sequence's row count (hidden_rows_for the token data).

@@ -47,9 +47,9 @@ std::string format_startup_table(const StartupReport& r) {
     out += line;
   }
   std::snprintf(line, sizeof line, "device %s, %d worker(s); per worker: arena %s (shared by all programs), "
-                "persistent %s; startup (load, plan, record) %.0f ms\n",
+                "persistent %s%s; startup (load, plan, record) %.0f ms\n",
                 r.device.c_str(), r.workers, human_bytes(r.arena_bytes).c_str(), human_bytes(r.persistent_bytes).c_str(),
-                r.startup_ms);
+                r.shard_optimizer ? " (optimizer state sharded)" : "", r.startup_ms);
   out += line;
   return out;
 }
@@ -58,6 +58,7 @@ nlohmann::json startup_json(const StartupReport& r) {
   nlohmann::json j;
   j["device"] = r.device;
   j["workers"] = r.workers;
+  j["shard_optimizer"] = r.shard_optimizer;
   j["persistent_bytes"] = r.persistent_bytes;
   j["arena_bytes"] = r.arena_bytes;
   j["startup_ms"] = r.startup_ms;

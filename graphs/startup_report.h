@@ -13,8 +13,9 @@ namespace dflash {
 
 struct StartupReport {
   std::string device;
-  int workers = 1;
-  size_t persistent_bytes = 0;  // per worker
+  int workers = 1;               // ranks of the run (threads or processes)
+  bool shard_optimizer = false;  // ZeRO-1: persistent bytes hold 1/workers of masters and moments
+  size_t persistent_bytes = 0;  // per worker (per GPU)
   size_t arena_bytes = 0;       // per worker (the largest program)
   double startup_ms = 0;
   std::vector<ProgramReport> programs;

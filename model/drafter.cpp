@@ -5,6 +5,7 @@
 #include <random>
 
 #include "graphs/checkpoint.h"
+#include "runtime/autograd.h"
 #include "runtime/context.h"
 
 namespace dflash {
@@ -35,7 +36,7 @@ void validate_drafter_spec(const DrafterSpec& s) {
   DF_CHECK(s.block_size >= 2, "drafter.block_size = " << s.block_size << ": a block needs at least 2 slots");
 }
 
-Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head)
+Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout)
     : spec_(spec), embed_(std::move(embed_tokens)), lm_head_(std::move(lm_head)) {
   validate_drafter_spec(spec_);
   DF_CHECK(embed_.dim(0) == spec_.vocab_size && embed_.dim(1) == spec_.hidden_size,
@@ -45,7 +46,7 @@ Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head)
   DF_CHECK(lm_head_.shape() == embed_.shape(), "drafter: the target's lm_head " << lm_head_.describe()
                                                                                 << " and embedding " << embed_.describe()
                                                                                 << " differ in shape");
-  params_ = std::make_unique<ParameterStore>(drafter_param_specs(spec_));
+  params_ = std::make_unique<ParameterStore>(drafter_param_specs(spec_), layout);
   const int64_t half = spec_.head_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
@@ -60,7 +61,7 @@ void Drafter::init_random(uint64_t seed, double std) {
   for (const ParamSpec& p : params_->specs()) {
     std::vector<float> v(size_t(p.shape.numel()));
     for (float& x : v) x = p.shape.ndim == 1 ? 1.0f : float(normal(rng));
-    params_->master(p.name).copy_from_host(v.data(), v.size() * sizeof(float));
+    params_->set_values(p.name, v.data());
   }
   params_->sync_compute_copy();
 }
@@ -117,6 +118,7 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, int64_t recomputed_laye
   Tensor context = ops::rmsnorm(ops::linear(in.target_hidden, p.get("fc.weight")), p.get("hidden_norm.weight"), eps);
   Tensor h = ops::embedding(embed_, prep.noise_ids);  // (B, T, H)
   for (int64_t l = 0; l < spec_.num_hidden_layers; ++l) {
+    if (layer_hook_ && l >= 1) h = grad_hook(h, [hook = layer_hook_, l] { hook(l); });
     if (l < recomputed_layers) {  // the first layers' activations would live longest
       Tensor q_pos = prep.q_pos, k_pos = prep.k_pos, anchors = in.anchors, keep = in.keep;
       auto segment = [this, l, q_pos, k_pos, anchors, keep, S](const std::vector<Tensor>& x, CheckpointStash& st) {

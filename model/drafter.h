@@ -3,6 +3,7 @@
 // attention over [context; draft] plus a SiLU-gated MLP, a final norm, and the fused frozen
 // lm_head cross-entropy with DFlash's loss weights. One recompute segment per layer.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "graphs/checkpoint.h"
@@ -31,7 +32,8 @@ struct DrafterOutputs {
 class Drafter {
  public:
   // embed_tokens and lm_head [V, H] are the target's, frozen.
-  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head);
+  // layout: how the parameters' flat buffers are split across ranks (runtime/optimizer.h).
+  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout = {});
 
   // Linear weights ~ N(0, std^2) (seeded), norm weights 1. Eager, before recording.
   void init_random(uint64_t seed, double std);
@@ -44,12 +46,17 @@ class Drafter {
   const ParameterStore& params() const { return *params_; }
   const DrafterSpec& spec() const { return spec_; }
 
+  // Called during the backward once layer l (l >= 1) is done, i.e. its parameters' gradients are
+  // complete (the overlapped gradient reduction starts there). Set before recording.
+  void set_layer_backward_hook(std::function<void(int64_t layer)> hook) { layer_hook_ = std::move(hook); }
+
  private:
   Tensor layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
                const Tensor& anchors, const Tensor& keep, int64_t S, CheckpointStash* stash) const;
   DrafterSpec spec_;
   Tensor embed_, lm_head_, inv_freq_;
   std::unique_ptr<ParameterStore> params_;
+  std::function<void(int64_t)> layer_hook_;
 };
 
 // Checks a spec against the target's dims and itself; messages name the keys and the fix.

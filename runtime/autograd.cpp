@@ -43,6 +43,25 @@ bool NodeGrads::adopt(const Tensor& t, const Tensor& grad) {
   return true;
 }
 
+void NodeGrads::pass(const Tensor& t, const Tensor& grad) {
+  if (!t.defined() || !t.requires_grad() || !grad.defined()) return;
+  DF_CHECK(grad.shape() == t.shape(), "pass: gradient " << grad.describe() << " for " << t.describe());
+  if (!adopt(t, grad)) ops::accumulate_(in(t), grad);
+}
+
+Tensor grad_hook(const Tensor& t, std::function<void()> hook) {
+  if (!needs_grad({&t})) return t;
+  auto impl = std::make_shared<TensorImpl>(t.impl());  // the same storage under a new id
+  impl->id = next_tensor_id();
+  Tensor out(std::move(impl));
+  Tensor in = t;
+  record_node("grad_hook", {&out}, [in, hook](NodeGrads& g) {
+    g.pass(in, g.out(0));
+    hook();
+  });
+  return out;
+}
+
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!Context::current().grad_enabled()) return false;
   for (const Tensor* t : inputs)

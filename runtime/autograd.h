@@ -56,6 +56,8 @@ class NodeGrads {
   // no copy, no zero fill. The caller must not write `grad` afterwards except through t's slot.
   // False (nothing done) otherwise.
   bool adopt(const Tensor& t, const Tensor& grad);
+  // Hands `grad` on as t's gradient: adopted when nothing has reached t yet (see adopt), else added.
+  void pass(const Tensor& t, const Tensor& grad);
 
  private:
   std::unordered_map<uint64_t, Tensor>& grads_;
@@ -77,6 +79,11 @@ void backward(const Tensor& loss);
 // buffers to accumulate into instead of fresh ones (used by recompute checkpointing).
 void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
                   const std::unordered_map<uint64_t, Tensor>& preset = {});
+
+// An identity on t whose backward hands t's gradient on unchanged (no copy) and then calls `hook`.
+// The tape runs in reverse, so the hook runs once every node recorded after this one has run
+// (e.g. the backward of the layer that reads the result). Records nothing when t needs no grad.
+Tensor grad_hook(const Tensor& t, std::function<void()> hook);
 
 // Within this scope nothing is recorded on the tape.
 class NoGrad {

@@ -10,21 +10,37 @@
 
 namespace dflash {
 
+class Communicator;
+
 struct ParamSpec {
   std::string name;
   Shape shape;
 };
 
+// How the flat buffers are split across `world` ranks (ZeRO-1 when `sharded`). With world > 1 the
+// flat length is padded to a multiple of world * 16, so rank r's shard is the equal slice
+// [r * shard, (r + 1) * shard); the gradient norm is summed from those slices in either mode.
+struct ShardLayout {
+  int world = 1, rank = 0;
+  bool sharded = false;  // this rank keeps only its slice of the f32 masters and Adam moments
+};
+
 // One contiguous f32 buffer each for master values and gradients; every parameter is a view at
 // a 64-byte aligned offset (padding stays 0 and is ignored by AdamW). On a GPU the compute copy
-// is bf16 and the optimizer rewrites it after each update; on the CPU it is the master itself.
+// is bf16 and the optimizer rewrites it after each update; on the CPU it is the master itself,
+// except when sharded: then the masters are this rank's slice and the compute copy (f32 on the
+// CPU) is a full buffer that the update all-gathers.
 class ParameterStore {
  public:
-  explicit ParameterStore(std::vector<ParamSpec> specs);
+  explicit ParameterStore(std::vector<ParamSpec> specs, ShardLayout layout = {});
 
   // The trainable leaf that ops use (its gradient is the matching view of grads()).
   const Tensor& get(const std::string& name) const;
+  // The parameter's f32 master values (refused when sharded: this rank holds only a slice).
   Tensor master(const std::string& name) const;
+  // Writes a parameter's full f32 values from the host: the master (this rank's part of it when
+  // sharded) and, when sharded, the compute copy (rounded to bf16 on a GPU, as the update does).
+  void set_values(const std::string& name, const float* values);
   Tensor grad(const std::string& name) const;
   bool has(const std::string& name) const { return index_.count(name) != 0; }
 
@@ -32,14 +48,21 @@ class ParameterStore {
   const Tensor& flat_master() const { return master_; }
   const Tensor& flat_grads() const { return grads_; }
   const Tensor& flat_compute() const { return compute_; }
-  int64_t padded_numel() const { return master_.numel(); }
+  int64_t padded_numel() const { return grads_.numel(); }
   int64_t parameter_count() const { return count_; }
+  int64_t offset_of(const std::string& name) const;  // elements into the flat buffers
+
+  const ShardLayout& layout() const { return layout_; }
+  bool sharded() const { return layout_.sharded; }
+  int64_t shard_numel() const { return padded_numel() / layout_.world; }  // world > 1: exact
+  int64_t shard_begin() const { return shard_numel() * layout_.rank; }
 
   // After master values were written from the host: refresh the compute copy (GPU).
   void sync_compute_copy();
 
  private:
   std::vector<ParamSpec> specs_;
+  ShardLayout layout_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<int64_t> offsets_;
   std::vector<Tensor> leaves_;
@@ -65,6 +88,14 @@ class AdamWOptimizer {
   // AdamW; zero grads; step + 1. Writes {grad norm before clipping, lr used} to stats_out f32[2].
   void update(float grad_scale, const Tensor& stats_out);
 
+  // The same step for world > 1 ranks (runtime/optimizer_distributed.cpp): the gradients are
+  // all-reduced (or, when sharded, reduce-scattered) through comm unless `grads_reduced` (the
+  // backward did it), the norm is the sum of per-slice partial sums in rank order, AdamW runs on
+  // this rank's slice and the compute weights are all-gathered (sharded), or on everything.
+  // Before recording: the per-slice sums for `world` ranks.
+  void prepare_distributed(int world);
+  void update_distributed(float grad_scale, const Tensor& stats_out, Communicator* comm, int rank, bool grads_reduced);
+
   const Tensor& step_counter() const { return step_; }  // i32 [1]: optimizer steps done
   const Tensor& adam_m() const { return m_; }
   const Tensor& adam_v() const { return v_; }
@@ -74,6 +105,7 @@ class AdamWOptimizer {
   ParameterStore& params_;
   OptimizerConfig config_;
   Tensor m_, v_, step_, lr_, norm_, partials_;
+  Tensor slice_sums_;  // f64 [world]: per-slice sums of squared gradients (update_distributed)
 };
 
 }  // namespace dflash

@@ -167,9 +167,14 @@ std::optional<std::string> marker_problem(const fs::path& dir, const json& m, bo
                " (the file is damaged)";
     }
   }
-  for (const char* required : {kParamsFile, kOptimizerFile, kStateFile})
-    if (std::find(listed.begin(), listed.end(), required) == listed.end())
-      return std::string(kCheckpointMarker) + " does not list " + required;
+  // A sharded checkpoint (train/sharded_checkpoint.h) lists its manifest and shard files instead.
+  const bool sharded = m.contains("layout") && m["layout"] == "sharded";
+  const std::vector<const char*> required =
+      sharded ? std::vector<const char*>{"manifest.json", kStateFile}
+              : std::vector<const char*>{kParamsFile, kOptimizerFile, kStateFile};
+  for (const char* r : required)
+    if (std::find(listed.begin(), listed.end(), r) == listed.end())
+      return std::string(kCheckpointMarker) + " does not list " + r;
   return std::nullopt;
 }
 

@@ -2,9 +2,11 @@
 #include "train/commands.h"
 
 #include <cstdio>
+#include <exception>
 
 #include "data/shards.h"
 #include "model/target.h"
+#include "train/cluster.h"
 #include "train/export.h"
 #include "train/job.h"
 
@@ -53,17 +55,50 @@ void run_prepare(const Config& cfg) {
   say("point data.train (and data.eval) at these folders to train from the shards");
 }
 
-void run_hidden(const Config& cfg) {
-  Job job = setup_job(cfg, say);
-  std::unique_ptr<Dataset> data = open_train_data(job, say);
+void run_hidden(const Config& cfg, const ClusterSpec* given) {
+  std::unique_ptr<ProcessGroup> pg;
+  ClusterSpec cluster;
+  if (given) {
+    cluster = *given;
+  } else if (LaunchInfo launch = launch_from_environment(); launch.distributed()) {
+    pg = ProcessGroup::join(cfg, launch, say, /*with_nccl=*/false);
+    cluster = pg->spec();
+  }
+  LocalCoordinator local;
+  Coordinator& coord = cluster.coord ? *cluster.coord : local;
+  const int rank = coord.rank(), ranks = coord.size();
+  // An error on this rank reaches the others (they stop instead of waiting for its part).
+  struct FailGuard {
+    Coordinator& coord;
+    ~FailGuard() {
+      if (std::uncaught_exceptions() > 0) coord.report_failure("dflash-train hidden stopped with an error");
+    }
+  } guard{coord};
+  auto log = [&](const std::string& s) {
+    if (rank == 0) say(s);
+  };
+  // Rank 0 writes what is generated (a synthetic target and data) before the others read it.
+  if (rank != 0) coord.barrier();
+  Config setup = cfg;
+  if (cluster.coord) setup.runtime.devices = "cpu";  // the rank's device comes from its launcher
+  Job job = setup_job(setup, log);
+  job.cfg.runtime.devices = cfg.runtime.devices;
+  std::unique_ptr<Dataset> data = open_train_data(job, log);
+  if (rank == 0) coord.barrier();
+  if (cluster.coord) job.devices = cluster.devices;
   OverflowPolicy overflow = parse_overflow_policy(cfg.data.overflow, "data.overflow");
   std::vector<int64_t> rows = hidden_rows_for(data->lengths(), cfg.buckets, overflow);
   fs::path dir = cfg.data.hidden.empty() ? cfg.job.dump_folder / "hidden" : cfg.data.hidden;
   const int64_t width = job.drafter.num_features() * job.drafter.hidden_size;
   check_memory_before_startup(job, false, true);
+  // This rank's contiguous share of the sequences; the target runs on fixed (bucket) shapes, so a
+  // sequence's features do not depend on which rank computes them or with which neighbours.
+  const int64_t n = data->size(), first = n * rank / ranks, last = n * (rank + 1) / ranks;
   Replica replica(replica_options(job, false, true));
   replica.build(available(job));
-  HiddenShardWriter writer(dir, width, HiddenDType::f32);
+  std::unique_ptr<HiddenShardWriter> writer =
+      ranks > 1 ? std::make_unique<HiddenShardWriter>(dir, width, HiddenDType::f32, int64_t(1) << 30, HiddenPart{rank, first})
+                : std::make_unique<HiddenShardWriter>(dir, width, HiddenDType::f32);
   // Consecutive sequences (dataset order) of one bucket run together, B at a time.
   std::vector<int64_t> group;
   int group_bucket = -1;
@@ -84,13 +119,13 @@ void run_hidden(const Config& cfg) {
     replica.run_target(size_t(group_bucket));
     ContextScope scope(replica.context());
     features = replica.step(size_t(group_bucket)).hidden().to_floats();
-    for (size_t k = 0; k < group.size(); ++k) writer.append(features.data() + k * size_t(b.seq * width), rows[size_t(group[k])]);
+    for (size_t k = 0; k < group.size(); ++k) writer->append(features.data() + k * size_t(b.seq * width), rows[size_t(group[k])]);
     group.clear();
   };
-  for (int64_t i = 0; i < data->size(); ++i) {
+  for (int64_t i = first; i < last; ++i) {
     if (rows[size_t(i)] == 0) {  // skipped by the overflow policy: stored empty
       flush();
-      writer.append(nullptr, 0);
+      writer->append(nullptr, 0);
       continue;
     }
     int b = smallest_bucket_for(cfg.buckets, rows[size_t(i)]);
@@ -99,9 +134,16 @@ void run_hidden(const Config& cfg) {
     group.push_back(i);
   }
   flush();
-  writer.finish();
-  say("hidden: " + std::to_string(writer.sequences()) + " sequences of target features (width " + std::to_string(width) +
-      ") -> " + dir.string() + "; train from them with data.mode = \"offline\"");
+  writer->finish();
+  if (ranks > 1) {
+    std::vector<std::string> parts = coord.all_gather(writer->shards_json());
+    if (rank == 0) write_hidden_index(dir, width, HiddenDType::f32, parts);
+    coord.barrier();  // the index exists before any rank reports success
+  }
+  log("hidden: " + std::to_string(n) + " sequences of target features (width " + std::to_string(width) + ")" +
+      (ranks > 1 ? " by " + std::to_string(ranks) + " ranks" : "") + " -> " + dir.string() +
+      "; train from them with data.mode = \"offline\"");
+  if (pg) pg->finish();
 }
 
 EvalResult run_eval(const Config& cfg, const fs::path& drafter_dir) {

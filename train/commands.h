@@ -10,7 +10,11 @@
 namespace dflash {
 
 void run_prepare(const Config& cfg);
-void run_hidden(const Config& cfg);
+struct ClusterSpec;
+
+// Under torchrun or srun (or with `cluster`: ranks as threads, in tests) every rank computes the
+// features of its contiguous share of the data; rank 0 writes the one index over all shards.
+void run_hidden(const Config& cfg, const ClusterSpec* cluster = nullptr);
 EvalResult run_eval(const Config& cfg, const std::filesystem::path& drafter_dir);
 void run_export(const std::filesystem::path& checkpoint, const std::filesystem::path& out, const std::string& dtype);
 

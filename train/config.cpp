@@ -431,6 +431,12 @@ class Parser {
         "use \"auto\", \"cpu\", \"cuda\" (every GPU) or \"cuda:N[,M...]\" with distinct GPU ids, e.g. \"cuda:0,1\"");
     at_least(c.runtime.cpu_workers, 1, "runtime.cpu_workers");
     non_negative(c.runtime.memory_limit_gb, "runtime.memory_limit_gb");
+    require(c.runtime.rendezvous_port >= 0 && c.runtime.rendezvous_port <= 65535, "runtime.rendezvous_port",
+            "must be a TCP port in [1, 65535], or 0 for MASTER_PORT + 1");
+    positive(c.runtime.rendezvous_timeout_s, "runtime.rendezvous_timeout_s");
+    positive(c.runtime.heartbeat_timeout_s, "runtime.heartbeat_timeout_s");
+    require(c.runtime.reduce_dtype == "f32" || c.runtime.reduce_dtype == "bf16", "runtime.reduce_dtype",
+            "use \"f32\" (the default) or \"bf16\"");
     at_least(c.checkpoint.every, 0, "checkpoint.every");
     at_least(c.checkpoint.keep, 1, "checkpoint.keep");
     at_least(c.metrics.log_every, 1, "metrics.log_every");

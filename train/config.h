@@ -75,6 +75,13 @@ struct RuntimeConfig {
   bool graphs = true;            // false: eager mode, the debugging path
   int64_t cpu_workers = 1;
   double memory_limit_gb = 0;    // 0: what the device has free
+  // Several processes (torchrun / srun; docs/USER_GUIDE.md, "Many GPUs, many nodes"):
+  int64_t rendezvous_port = 0;          // 0: MASTER_PORT + 1
+  double rendezvous_timeout_s = 300;    // every rank must arrive within this
+  double heartbeat_timeout_s = 30;      // a rank silent this long counts as hung
+  bool shard_optimizer = false;         // ZeRO-1: f32 masters and Adam moments split across ranks
+  bool overlap_reduction = false;       // reduce gradient buckets during the backward (CUDA)
+  std::string reduce_dtype = "f32";     // the overlapped reduction's dtype: "f32" or "bf16"
 };
 
 struct CheckpointConfig {

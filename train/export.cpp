@@ -10,6 +10,7 @@
 #include "runtime/fileio.h"
 #include "runtime/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/sharded_checkpoint.h"
 
 namespace dflash {
 
@@ -64,7 +65,7 @@ void check_store(const std::vector<ParamSpec>& specs, const ParameterStore& para
   for (const ParamSpec& p : specs) {
     DF_CHECK(params.has(p.name), what << ": the parameter store has no '" << p.name
                                       << "'; fix: build the store from drafter_param_specs of the same spec");
-    const Shape have = params.master(p.name).shape();
+    const Shape have = params.get(p.name).shape();
     DF_CHECK(have == p.shape, what << ": parameter '" << p.name << "' is " << have.str() << " in the store but "
                                    << p.shape.str() << " in the spec; fix: build the store from the same spec");
   }
@@ -108,7 +109,7 @@ void load_weights_file(const fs::path& file, const DrafterSpec& expect, Paramete
   }
   for (const ParamSpec& p : specs) {
     const std::vector<float> v = st.read_floats(p.name);
-    params.master(p.name).copy_from_host(v.data(), v.size() * sizeof(float));
+    params.set_values(p.name, v.data());
   }
   params.sync_compute_copy();
 }
@@ -382,6 +383,7 @@ void load_drafter_weights(const fs::path& dir, const DrafterSpec& expect, Parame
     DF_CHECK(diffs.empty(), what << ": its " << kCheckpointDrafterConfig << " describes a different drafter: " << list
                                  << "; fix: make the [drafter] config (and target layers) match the checkpoint");
   }
+  if (is_sharded_checkpoint(dir)) return load_sharded_params(dir, params, what);
   load_weights_file(dir / "params.safetensors", expect, params, what);
 }
 

@@ -2,6 +2,7 @@
 #include "train/job.h"
 
 #include <fstream>
+#include <thread>
 #include <unistd.h>
 
 #include "data/synthetic.h"
@@ -25,7 +26,9 @@ void ensure_writable_dir(const fs::path& dir, const std::string& key) {
   if (ec || !fs::is_directory(dir))
     DF_FAIL(key << " = \"" << dir.string() << "\" cannot be created as a folder (" << (ec ? ec.message() : "a file is in the way")
                 << "); choose another path or fix the permissions");
-  fs::path probe = dir / (".write-probe-" + std::to_string(::getpid()));
+  // Unique per thread too: ranks run as threads of one process (tests) probe the same folder.
+  fs::path probe = dir / (".write-probe-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id())));
   try {
     write_file_atomic(probe, std::string_view("ok"));
   } catch (const Error& e) {

@@ -10,11 +10,24 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
   int64_t max_seq = 0;
   for (const Bucket& b : o.buckets) max_seq = std::max(max_seq, b.seq);
   target_ = std::make_unique<Target>(o.target_dir, o.spec.target_layer_ids, max_seq);
-  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head());
+  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head(), o.layout);
   drafter_->init_random(o.init_seed, o.init_std);
   if (o.train) {
     optimizer_ = std::make_unique<AdamWOptimizer>(drafter_->params(), o.optimizer);
-    update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), o.comm, o.rank, int(o.grad_accum));
+    UpdateOptions u;
+    u.comm = o.comm;
+    u.rank = o.rank;
+    u.micro_batches = int(o.grad_accum);
+    u.record_bytes = o.record_bytes;
+    if (o.overlap && o.comm && o.comm->world() > 1 && o.device.is_cuda()) {
+      overlap_ = std::make_unique<OverlappedReduction>(
+          o.comm, o.rank, drafter_->params(), layer_ranges_of(drafter_->params(), o.spec.num_hidden_layers),
+          o.reduce_bf16);
+      OverlappedReduction* ov = overlap_.get();
+      drafter_->set_layer_backward_hook([ov](int64_t l) { ov->after_layer(l); });
+      u.grads_reduced = true;
+    }
+    update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), u);
   }
   for (const Bucket& b : o.buckets) {
     steps_.push_back(std::make_unique<BucketStep>(*drafter_, o.online ? target_.get() : nullptr, b, o.chunk_rows));
@@ -28,6 +41,7 @@ Replica::~Replica() {
   steps_.clear();
   eval_steps_.clear();
   update_.reset();
+  overlap_.reset();
   optimizer_.reset();
   drafter_.reset();
   target_.reset();
@@ -43,10 +57,19 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     const Bucket& b = step->bucket();
     std::string seq = std::to_string(b.seq);
     if (step->online() && (opt_.train || opt_.features)) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
-    if (opt_.train && opt_.checkpointing)
-      engine_->add_fitted("train/" + seq, b, [step](int64_t k) { step->train_body_recomputing(k); }, step->layers());
-    else if (opt_.train)
-      engine_->add("train/" + seq, b, [step](bool) { step->train_body(false); }, false);
+    OverlappedReduction* ov = overlap_.get();
+    FittedBody plain = [step](int64_t k) { step->train_body_recomputing(k); };
+    FittedBody reducing = [step, ov](int64_t k) {
+      ov->arm();
+      step->train_body_recomputing(k);
+      ov->finish();
+    };
+    auto add_train = [&](const std::string& name, const FittedBody& body) {
+      if (opt_.checkpointing) engine_->add_fitted(name, b, body, step->layers());
+      else engine_->add(name, b, [body](bool) { body(0); }, false);
+    };
+    if (opt_.train && (!ov || opt_.grad_accum > 1)) add_train("train/" + seq, plain);
+    if (opt_.train && ov) add_train(opt_.grad_accum > 1 ? "train-last/" + seq : "train/" + seq, reducing);
     if (opt_.eval) engine_->add("eval/" + seq, b, [eval](bool) { eval->eval_body(); }, false);
   }
   if (opt_.train) {
@@ -59,6 +82,7 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     Programs p;
     if (engine_->has("target/" + seq)) p.target = &engine_->program("target/" + seq);
     if (engine_->has("train/" + seq)) p.train = &engine_->program("train/" + seq);
+    p.train_last = engine_->has("train-last/" + seq) ? &engine_->program("train-last/" + seq) : p.train;
     if (engine_->has("eval/" + seq)) p.eval = &engine_->program("eval/" + seq);
     programs_.push_back(p);
   }
@@ -82,10 +106,17 @@ void Replica::run_target(size_t b) {
   run(opt_.graphs ? programs_[b].target : nullptr, [s] { s->target_body(); });
 }
 
-void Replica::run_train(size_t b) {
+void Replica::run_train(size_t b, bool last) {
   BucketStep* s = steps_[b].get();
   bool ckpt = opt_.checkpointing;
-  run(opt_.graphs ? programs_[b].train : nullptr, [s, ckpt] { s->train_body(ckpt); });
+  OverlappedReduction* ov = overlap_.get();
+  // With overlap and one micro-batch per step, every micro-batch is the last.
+  const bool reduce = ov && (last || opt_.grad_accum == 1);
+  run(opt_.graphs ? (reduce ? programs_[b].train_last : programs_[b].train) : nullptr, [s, ckpt, ov, reduce] {
+    if (reduce) ov->arm();
+    s->train_body(ckpt);
+    if (reduce) ov->finish();
+  });
 }
 
 void Replica::run_eval(size_t b) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graphs/engine.h"
+#include "graphs/overlap.h"
 #include "graphs/update.h"
 #include "train/bucket_step.h"
 #include "train/config.h"
@@ -31,6 +32,10 @@ struct ReplicaOptions {
   bool graphs = true;
   bool checkpointing = true;
   int64_t grad_accum = 1;
+  ShardLayout layout;        // world and rank of this replica's parameters; sharded: ZeRO-1
+  size_t record_bytes = 0;   // the step record the update program gathers from every rank
+  bool overlap = false;      // CUDA, several ranks: reduce gradient buckets during the last backward
+  bool reduce_bf16 = false;  // ... in bf16
   int64_t chunk_rows = 1024;
   uint64_t init_seed = 0;
   double init_std = 0.02;
@@ -47,7 +52,8 @@ class Replica {
 
   // One program each (replay, or the eager body); they return when the device is done.
   void run_target(size_t bucket);
-  void run_train(size_t bucket);
+  // last: the step's last micro-batch (with overlap, its program reduces the gradients).
+  void run_train(size_t bucket, bool last = true);
   void run_eval(size_t bucket);
   void run_update();
 
@@ -60,12 +66,13 @@ class Replica {
   BucketStep& eval_step(size_t bucket) { return eval_steps_.empty() ? *steps_[bucket] : *eval_steps_[bucket]; }
   UpdateStep& update() { return *update_; }
   const Engine* engine() const { return engine_.get(); }
+  bool overlapped() const { return overlap_ != nullptr; }
 
  private:
   template <class Body>
   void run(const Program* program, const Body& eager_body);
   struct Programs {
-    const Program *target = nullptr, *train = nullptr, *eval = nullptr;
+    const Program *target = nullptr, *train = nullptr, *train_last = nullptr, *eval = nullptr;
   };
   ReplicaOptions opt_;
   Context ctx_;
@@ -75,6 +82,7 @@ class Replica {
   std::vector<std::unique_ptr<BucketStep>> steps_;
   std::vector<std::unique_ptr<BucketStep>> eval_steps_;  // offline mode: eval still runs the target
   std::unique_ptr<UpdateStep> update_;
+  std::unique_ptr<OverlappedReduction> overlap_;
   std::unique_ptr<Engine> engine_;
   std::vector<Programs> programs_;  // per bucket, resolved once after build (no lookups on replay)
   const Program* update_program_ = nullptr;

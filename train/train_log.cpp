@@ -31,7 +31,8 @@ std::string format_duration(double s) {
   return buf;
 }
 
-TrainLog::TrainLog(const std::filesystem::path& dump_folder, bool progress) {
+TrainLog::TrainLog(const std::filesystem::path& dump_folder, bool progress, bool root) : root_(root) {
+  if (!root) return;
   std::filesystem::path p = dump_folder / "metrics.jsonl";
   metrics_ = std::fopen(p.c_str(), "a");
   DF_CHECK(metrics_, "cannot open " << p.string() << " for appending: check that job.dump_folder is writable");
@@ -52,6 +53,7 @@ void TrainLog::done_progress() {
 }
 
 void TrainLog::info(const std::string& line) {
+  if (!root_) return;
   done_progress();
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
@@ -68,6 +70,7 @@ void TrainLog::record(const StepRecord& r, int64_t total_steps) {
 }
 
 void TrainLog::metrics(const nlohmann::json& j) {
+  if (!metrics_) return;
   std::fprintf(metrics_, "%s\n", j.dump().c_str());
   std::fflush(metrics_);
 }

@@ -26,8 +26,9 @@ struct StepRecord {
 
 class TrainLog {
  public:
-  // metrics.jsonl in dump_folder is appended to (a resumed run continues it).
-  TrainLog(const std::filesystem::path& dump_folder, bool progress);
+  // metrics.jsonl in dump_folder is appended to (a resumed run continues it). Only rank 0 of a
+  // run over several processes logs (root); the others print warnings only.
+  TrainLog(const std::filesystem::path& dump_folder, bool progress, bool root = true);
   ~TrainLog();
   void info(const std::string& line);     // a log line (clears the progress line first)
   void warn(const std::string& line);     // to stderr, prefixed "warning: "
@@ -41,6 +42,7 @@ class TrainLog {
   std::FILE* metrics_ = nullptr;
   bool tty_ = false;
   bool progress_shown_ = false;
+  bool root_ = true;
 };
 
 std::string format_duration(double seconds);

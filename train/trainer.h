@@ -26,6 +26,9 @@ struct TrainHooks {
   // Tests: on worker `rank`'s thread, the {grad norm, lr} its update reported, before the ranks are
   // compared; changing them simulates a communicator that failed.
   std::function<void(int rank, float stats[2])> after_update;
+  // Polled before each step, like the SIGINT/SIGTERM flag: true asks the run to stop (tests stop
+  // one rank of several this way; the flag travels with the step's collectives).
+  std::function<bool()> stop_requested;
 };
 
 struct TrainResult {
@@ -36,7 +39,12 @@ struct TrainResult {
   std::filesystem::path last_checkpoint;
 };
 
-TrainResult run_training(const Config& cfg, const TrainHooks& hooks = {});
+struct ClusterSpec;
+
+// One process: the devices of runtime.devices (threads), or, when launched by torchrun or srun
+// with several processes, this process's rank of the run (train/cluster.h). cluster: this
+// trainer is given its ranks, communicator and coordinator (tests run ranks as threads).
+TrainResult run_training(const Config& cfg, const TrainHooks& hooks = {}, const ClusterSpec* cluster = nullptr);
 
 // Asks a running training to stop after its current step (what SIGINT and SIGTERM do).
 void request_training_stop();

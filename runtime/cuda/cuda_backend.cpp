@@ -59,6 +59,23 @@ void destroy_stream(void* stream) { cudaStreamDestroy(static_cast<cudaStream_t>(
 
 void synchronize(void* stream) { check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize"); }
 
+void* create_event(int index) {
+  set_device(index);
+  cudaEvent_t e;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  return e;
+}
+
+void destroy_event(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+void record_event(void* event, void* stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+}
+
+void wait_event(void* stream, void* event) {
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0), "cudaStreamWaitEvent");
+}
+
 void* create_cublas(void* stream, void* workspace, size_t workspace_bytes) {
   cublasHandle_t h;
   DF_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed");

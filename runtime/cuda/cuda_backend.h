@@ -16,6 +16,12 @@ void* create_stream(int index);
 void destroy_stream(void* stream);
 void synchronize(void* stream);
 
+// Events without timing: dependencies between streams (inside a capture they become graph edges).
+void* create_event(int index);
+void destroy_event(void* event);
+void record_event(void* event, void* stream);
+void wait_event(void* stream, void* event);  // work submitted to `stream` later waits for `event`
+
 // cuBLAS with a fixed workspace and math mode, so eager and captured GEMMs pick the same algorithm.
 void* create_cublas(void* stream, void* workspace, size_t workspace_bytes);
 void destroy_cublas(void* handle);

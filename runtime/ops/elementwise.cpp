@@ -39,8 +39,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
     record_node("add", {&y}, [a = grad_key(a), b = grad_key(b)](NodeGrads& g) {
       Tensor dy = g.out(0);
       if (!dy.defined()) return;
-      if (!g.adopt(a, dy))
-        if (Tensor da = g.in(a); da.defined()) accumulate_(da, dy);
+      g.pass(a, dy);
       if (auto [db, fresh] = g.in_overwritable(b); db.defined()) {
         if (fresh) copy_(db, dy);
         else accumulate_(db, dy);

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# On the 2-GPU host (kind nvidia-h200-x2): the multi-GPU checks of issue 8, each logged to
+# $OUT/gpu2-<step>.log (or ./gpu-out), then a summary table. Build first, in its own call:
+#   bash scripts/gpu2-check.sh build
+#   bash scripts/gpu2-check.sh            # every check below (fits one 10-minute call)
+#   bash scripts/gpu2-check.sh procs kill9 # any subset, in this order
+# Checks: topo (nvidia-smi topo -m), procs (bit for bit over 20 steps: 2 processes under torchrun
+# == 2 threads in one process; overlap on == off; sharded == unsharded), nodes (two torchrun
+# --nnodes=2 invocations, one GPU each, meeting on this host's non-loopback address over sockets
+# only: same losses), kill9 (a rank killed by hand: the other exits within 60 s naming it),
+# sigterm (SIGTERM to one rank: both stop after the same step; resuming from that checkpoint
+# equals an uninterrupted run), bench (qwen3-8b 4096:512 with checkpointing, 1 vs 2 GPUs with and
+# without overlap, persistent memory per GPU with and without sharding), tests (the gpu2* doctest
+# suites), memcheck (10 steps of the 2-GPU job with overlap and sharding under compute-sanitizer).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0  # NVLink multicast takes these GPUs out of service
+W=${GPU2_WORK:-/tmp/gpu2-check}
+summary=()
+failed=0
+note() { summary+=("$(printf '%-10s %-5s %s' "$1" "$2" "$3")"); [ "$2" = FAIL ] && failed=1; return 0; }
+log() { echo "$*" | tee -a "$out/gpu2-$cur.log"; }
+
+# torchrun, or python's module; without torch, the same variables set by hand (said in the summary).
+if command -v torchrun >/dev/null; then TORCHRUN=(torchrun)
+elif python3 -c 'import torch.distributed.run' 2>/dev/null; then TORCHRUN=(python3 -m torch.distributed.run)
+else TORCHRUN=(); fi
+
+common=(--config configs/tiny.toml --target.path="$W/target" --data.train="$W/data/train.jsonl" --data.eval=
+        --data.synthetic.train_sequences=256 --drafter.num_hidden_layers=3 --training.steps=20
+        --metrics.log_every=1 --metrics.progress=false --checkpoint.every=0 --runtime.rendezvous_timeout_s=120)
+
+# Two processes on this host: torchrun (or by hand with torchrun's variables). run2 DUMP PORT ARGS...
+run2() {
+  local dump=$1 port=$2; shift 2
+  rm -rf "$dump"
+  if [ ${#TORCHRUN[@]} -gt 0 ]; then
+    "${TORCHRUN[@]}" --nnodes=1 --nproc-per-node=2 --master-addr=127.0.0.1 --master-port="$port" --no-python \
+      ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@"
+  else
+    local pids=()
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@" & pids+=($!)
+    done
+    local rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    return $rc
+  fi
+}
+
+# Compares the step records of two metrics.jsonl: "same" (bit for bit) or the largest difference.
+compare() {
+  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-20}" <<'EOF'
+import json, sys
+def steps(p):
+    out = {}
+    for line in open(p):
+        j = json.loads(line)
+        if "step" in j and "eval" not in j: out[j["step"]] = j
+    return out
+a, b, n = steps(sys.argv[1]), steps(sys.argv[2]), int(sys.argv[3])
+if len(a) < n or len(b) < n:
+    print(f"missing steps: {len(a)} and {len(b)} of {n}"); sys.exit(1)
+worst, diff = 0.0, []
+for s in range(1, n + 1):
+    for k in ("loss", "grad_norm", "accuracy", "tau", "lr"):
+        if a[s][k] != b[s][k]:
+            diff.append((s, k))
+            worst = max(worst, abs(a[s][k] - b[s][k]) / max(abs(a[s][k]), 1e-30))
+print("same" if not diff else f"differ at {len(diff)} values (first: step {diff[0][0]} {diff[0][1]}), largest relative {worst:.3g}")
+sys.exit(0 if not diff else 2)
+EOF
+}
+
+# Starts ranks 0 and 1 by hand (not torchrun, which would kill the survivor itself).
+start_by_hand() {  # DUMP PORT ARGS...; sets pid0 pid1
+  local dump=$1 port=$2; shift 2
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@" >"$W/hand.$r.log" 2>&1 &
+    eval "pid$r=$!"
+  done
+}
+wait_for_step() {  # LOG STEP: until rank 0 logged that step (60 s at most)
+  for _ in $(seq 600); do grep -q "^step *$2/" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+# A long run at a constant learning rate, so that any prefix equals a run of that many steps.
+long=(--training.steps=1000000 --training.warmup_ratio=0 --training.min_lr_ratio=1.0)
+
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(topo procs nodes kill9 sigterm bench tests memcheck)
+mkdir -p "$W"
+git log -1 --format='commit %H %s' 2>/dev/null || true
+for cur in "${steps[@]}"; do
+  : >"$out/gpu2-$cur.log"
+  t0=$(date +%s)
+  case $cur in
+    build)
+      bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 32" \
+        >>"$out/gpu2-build.log" 2>&1 && note build PASS "" || note build FAIL "see $out/gpu2-build.log"
+      tail -n 5 "$out/gpu2-build.log" ;;
+    topo)
+      nvidia-smi topo -m 2>&1 | tee -a "$out/gpu2-topo.log"
+      link=$(nvidia-smi topo -m 2>/dev/null | awk '$1=="GPU0"{print $3}')
+      note topo INFO "GPU0-GPU1 link: ${link:-?}" ;;
+    procs)
+      [ ${#TORCHRUN[@]} -eq 0 ] && log "torchrun not found: the two processes are started by hand with its variables"
+      ./build/dflash-train "${common[@]}" --runtime.devices=cuda:0,1 --job.dump_folder="$W/threads" \
+        >>"$out/gpu2-procs.log" 2>&1 || note threads FAIL "the 2-thread run failed"
+      run2 "$W/procs" 29511 >>"$out/gpu2-procs.log" 2>&1 || note procs FAIL "the 2-process run failed"
+      run2 "$W/overlap" 29513 --runtime.overlap_reduction=true >>"$out/gpu2-procs.log" 2>&1 || note overlap FAIL "run failed"
+      run2 "$W/sharded" 29515 --runtime.shard_optimizer=true >>"$out/gpu2-procs.log" 2>&1 || note sharded FAIL "run failed"
+      run2 "$W/both" 29517 --runtime.shard_optimizer=true --runtime.overlap_reduction=true >>"$out/gpu2-procs.log" 2>&1 \
+        || note both FAIL "run failed"
+      for pair in "procs threads" "overlap procs" "sharded procs" "both procs"; do
+        set -- $pair
+        r=$(compare "$W/$1" "$W/$2") && note "$1" PASS "== $2 over 20 steps: $r" || note "$1" FAIL "vs $2: $r"
+      done
+      python3 -c "import json;a=json.load(open('$W/procs/startup.json'));b=json.load(open('$W/sharded/startup.json'));print('persistent bytes per GPU: unsharded',a['persistent_bytes'],'sharded',b['persistent_bytes'])" \
+        | tee -a "$out/gpu2-procs.log" ;;
+    nodes)
+      ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^127\.' | grep -v ':' | head -n 1)
+      if [ -z "$ip" ] || [ ${#TORCHRUN[@]} -eq 0 ]; then note nodes FAIL "no non-loopback IPv4 address or no torchrun"; else
+        rm -rf "$W/nodes"
+        for n in 0 1; do
+          NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 CUDA_VISIBLE_DEVICES=$n \
+            "${TORCHRUN[@]}" --nnodes=2 --node-rank=$n --nproc-per-node=1 --master-addr="$ip" --master-port=29521 \
+            --no-python ./build/dflash-train "${common[@]}" --job.dump_folder="$W/nodes" >"$W/node.$n.log" 2>&1 &
+          eval "npid$n=$!"
+        done
+        wait "$npid0"; rc0=$?; wait "$npid1"; rc1=$?
+        cat "$W/node.0.log" "$W/node.1.log" >>"$out/gpu2-nodes.log"
+        grep -m2 "rendezvous:" "$W/node.0.log" "$W/node.1.log" | tee -a "$out/gpu2-nodes.log"
+        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ]; then note nodes FAIL "exit codes $rc0 $rc1 (meeting at $ip)"
+        else r=$(compare "$W/nodes" "$W/procs") && note nodes PASS "2 nodes over $ip (sockets only) == 2 processes: $r" \
+          || note nodes FAIL "vs procs: $r"; fi
+      fi ;;
+    kill9)
+      rm -rf "$W/kill9"
+      start_by_hand "$W/kill9" 29531 "${long[@]}"
+      if wait_for_step "$W/hand.0.log" 10; then
+        kill -9 "$pid1"; k=$(date +%s%N)
+        for _ in $(seq 900); do kill -0 "$pid0" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid0" 2>/dev/null; then kill -9 "$pid0"; note kill9 FAIL "rank 0 still running 90 s after rank 1 was killed"
+        else
+          wait "$pid0"; rc=$?; dt=$(( ($(date +%s%N) - k) / 1000000000 ))
+          msg=$(grep -m1 "error" "$W/hand.0.log")
+          echo "$msg" >>"$out/gpu2-kill9.log"
+          if [ $rc -ne 0 ] && echo "$msg" | grep -q "rank 1" && [ "$dt" -le 60 ]; then
+            note kill9 PASS "rank 0 exited (rc $rc) within $((dt + 1)) s: ${msg:0:120}"
+          else note kill9 FAIL "rc $rc after $dt s: $msg"; fi
+        fi
+      else note kill9 FAIL "training did not start"; kill -9 "$pid0" "$pid1" 2>/dev/null; fi
+      cat "$W/hand.0.log" "$W/hand.1.log" >>"$out/gpu2-kill9.log" ;;
+    sigterm)
+      rm -rf "$W/sigterm" "$W/straight"
+      start_by_hand "$W/sigterm" 29541 "${long[@]}"
+      if wait_for_step "$W/hand.0.log" 10; then
+        kill -TERM "$pid1"
+        wait "$pid0"; rc0=$?; wait "$pid1"; rc1=$?
+        cat "$W/hand.0.log" "$W/hand.1.log" >>"$out/gpu2-sigterm.log"
+        n=$(sed -n 's/^stopped at step \([0-9]*\).*/\1/p' "$W/hand.0.log")
+        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] || [ -z "$n" ] || [ ! -f "$W/sigterm/checkpoints/step-$n/COMPLETE.json" ]; then
+          note sigterm FAIL "exit codes $rc0 $rc1, stopped at '${n}'"
+        else
+          start_by_hand "$W/sigterm" 29543 "${long[@]}" --training.steps=$((n + 5))
+          wait "$pid0"; r0=$?; wait "$pid1"; r1=$?
+          cat "$W/hand.0.log" >>"$out/gpu2-sigterm.log"
+          start_by_hand "$W/straight" 29545 "${long[@]}" --training.steps=$((n + 5))
+          wait "$pid0"; wait "$pid1"
+          r=$(compare "$W/sigterm" "$W/straight" $((n + 5))) && [ $r0 -eq 0 ] && [ $r1 -eq 0 ] \
+            && note sigterm PASS "both stopped after step $n (one checkpoint); resumed to $((n + 5)): $r" \
+            || note sigterm FAIL "resume rc $r0 $r1: $r"
+        fi
+      else note sigterm FAIL "training did not start"; kill -9 "$pid0" "$pid1" 2>/dev/null; fi ;;
+    bench)
+      for args in "--gpus=2 --baseline" "--gpus=2 --overlap" "--gpus=2 --shard" "--gpus=2 --overlap --shard"; do
+        timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 $args 2>&1 \
+          | tee -a "$out/gpu2-bench.log" | grep -v '^{'
+      done
+      python3 - "$out/gpu2-bench.log" <<'EOF' | tee -a "$out/gpu2-bench.log"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"multi"')]
+one = next((r for r in rows if r["gpus"] == 1), None)
+for r in rows:
+    ratio = 2 * one["step_ms"] / r["step_ms"] if one and r["gpus"] == 2 else 1.0
+    print(f"BENCH gpus={r['gpus']} overlap={r['overlap']} shard={r['shard']} step_ms={r['step_ms']:.2f} "
+          f"throughput_vs_1gpu={ratio:.3f} persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
+EOF
+      while read -r line; do note bench INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-bench.log") ;;
+    tests)
+      timeout 240 ./build/dflash-tests --test-suite='gpu2*' >>"$out/gpu2-tests.log" 2>&1 \
+        && note tests PASS "$(tail -n 2 "$out/gpu2-tests.log" | head -n 1)" \
+        || note tests FAIL "$(grep -m1 -E 'ERROR|FATAL' "$out/gpu2-tests.log")"
+      tail -n 4 "$out/gpu2-tests.log" ;;
+    memcheck)
+      rm -rf "$W/memcheck"
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-train "${common[@]}" \
+        --runtime.devices=cuda:0,1 --training.steps=10 --runtime.overlap_reduction=true --runtime.shard_optimizer=true \
+        --job.dump_folder="$W/memcheck" >>"$out/gpu2-memcheck.log" 2>&1
+      rc=$?
+      s=$(grep -m1 "ERROR SUMMARY" "$out/gpu2-memcheck.log")
+      [ $rc -eq 0 ] && note memcheck PASS "10 steps, 2 GPUs, overlap + sharding: ${s:-no summary}" \
+        || note memcheck FAIL "rc $rc: ${s:-see $out/gpu2-memcheck.log}"
+      tail -n 3 "$out/gpu2-memcheck.log" ;;
+    *) echo "gpu2-check: unknown step '$cur'"; exit 2 ;;
+  esac
+  echo "== $cur: $(( $(date +%s) - t0 )) s"
+done
+echo "== summary (logs in $out/gpu2-*.log)"
+printf '%-10s %-5s %s\n' check result detail
+printf '%s\n' "${summary[@]}"
+exit $failed
