@@ -46,8 +46,8 @@ for s in "${steps[@]}"; do
     build) step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" \
              || { printf '%s\n' "${summary[@]}"; exit 1; } ;;
     tests)
-      if [ "$gpus" -ge 2 ]; then step tests ./build/dflash-tests --test-suite='gpu*'
-      else step tests ./build/dflash-tests --test-suite='gpu*' --test-suite-exclude='gpu2*'; fi ;;
+      if [ "$gpus" -ge 2 ]; then step tests timeout 500 ./build/dflash-tests --test-suite='gpu*'
+      else step tests timeout 500 ./build/dflash-tests --test-suite='gpu*' --test-suite-exclude='gpu2*'; fi ;;
     cpu-tests) step cpu-tests ./build/dflash-tests --test-suite-exclude='gpu*' ;;
     memcheck) step memcheck san memcheck 500 'gpu-sanitize,gpu-attention' ;;
     racecheck) step racecheck san racecheck 560 'gpu-sanitize,gpu-misc' ;;
@@ -72,7 +72,7 @@ for s in "${steps[@]}"; do
     bench-spec) step bench-spec timeout 500 ./build/dflash-bench spec --cuda --model=qwen3-8b --context=1024 \
       --context=4096 --steps=20 ;;
     bench-long) step bench-long timeout 500 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=8192:512 \
-      --bucket=16384:512 --bucket=32768:512 --bucket=65536:512 --steps=20 ;;
+      --bucket=16384:512 --bucket=32768:512 --bucket=65536:512 --steps=10 ;;
     anchors-small) step anchors-small timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes compiled \
       --hidden 1024 --inter 3072 --layers 2 --heads 16 --kv-heads 8 --head-dim 64 --buckets 512:64,1024:128,2048:256 ;;
     anchors-qwen3-8b) step anchors-qwen3-8b timeout 590 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py \

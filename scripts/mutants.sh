@@ -19,14 +19,14 @@ mutant() { names+=("$1"); hints+=("$2"); olds+=("$3"); news+=("$4"); }
 
 # --- Trainer wiring (issue 12: each survived every CPU test before the reference tests) ---
 mutant "applied gradient scaled by 1/k, not 1/(k*W)" "-ts=trainer-reference" \
-  'grad_scale_ = 1.0f / float(micro_batches * world);' \
-  'grad_scale_ = 1.0f / float(micro_batches);'
+  'grad_scale_ = 1.0f / float(o.micro_batches * world_);' \
+  'grad_scale_ = 1.0f / float(o.micro_batches);'
 mutant "applied gradient scaled by 1/W, not 1/(k*W)" "-ts=trainer-reference" \
-  'grad_scale_ = 1.0f / float(micro_batches * world);' \
-  'grad_scale_ = 1.0f / float(world);'
+  'grad_scale_ = 1.0f / float(o.micro_batches * world_);' \
+  'grad_scale_ = 1.0f / float(world_);'
 mutant "gradients not all-reduced across workers" "-ts=trainer-reference" \
-  'all_reduce_(comm_, params_.flat_grads(), rank_);' \
-  '(void)rank_;'
+  'else all_reduce_(comm, params_.flat_grads(), rank);' \
+  'else (void)rank;'
 mutant "logged step loss divided by W, not k*W" "-ts=trainer-reference" \
   'r.loss /= n;' \
   'r.loss /= double(replicas_.size());'
@@ -34,8 +34,8 @@ mutant "logged accuracy divided by W, not k*W" "-ts=trainer-reference" \
   'r.accuracy /= n;' \
   'r.accuracy /= double(replicas_.size());'
 mutant "logged tokens: only the last micro-batch's" "-ts=trainer-reference" \
-  'tokens += fill_batch(seqs, bucket, job_.drafter.block_size, rng,' \
-  'tokens = fill_batch(seqs, bucket, job_.drafter.block_size, rng,'
+  'slot.tokens = fill_batch(seqs, bucket, job_.drafter.block_size, rng,' \
+  'slot.tokens = (j + 1 < c.training.grad_accum ? 0 : 1) * fill_batch(seqs, bucket, job_.drafter.block_size, rng,'
 mutant "every micro-batch samples its anchors from the same seed" "-ts=trainer-reference" \
   'std::mt19937_64 rng(mb.anchor_seed(c.job.seed));' \
   'std::mt19937_64 rng(c.job.seed);'
@@ -59,20 +59,20 @@ mutant "rank check after the all-reduce removed" "-tc=*disagree*" \
   'DF_CHECK(true || std::isnan(stats_[0][0]),'
 # --- Keys whose effect the config-effects suite pins down ---
 mutant "eval_every: eval one step late" "-ts=config-effects" \
-  'if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 0 && step < total)' \
-  'if (eval_ && c.training.eval_every > 0 && step % c.training.eval_every == 1 && step < total)'
+  'if (eval_ && root && c.training.eval_every > 0 && step % c.training.eval_every == 0 && step < total)' \
+  'if (eval_ && root && c.training.eval_every > 0 && step % c.training.eval_every == 1 && step < total)'
 mutant "checkpoint.every ignored" "-ts=config-effects" \
   'if (c.checkpoint.every > 0 && step % c.checkpoint.every == 0 && step < total) {' \
   'if (false) {'
 mutant "checkpoint.keep keeps one more" "-ts=config-effects" \
-  'prune_checkpoints(c.job.dump_folder, c.checkpoint.keep);' \
-  'prune_checkpoints(c.job.dump_folder, c.checkpoint.keep + 1);'
+  'prune_checkpoints(c.job.dump_folder, c.checkpoint.keep, &prune_warnings);' \
+  'prune_checkpoints(c.job.dump_folder, c.checkpoint.keep + 1, &prune_warnings);'
 mutant "checkpoint.resume = false ignored" "-ts=config-effects" \
   'if (!c.checkpoint.resume) return 0;' \
   'if (false) return 0;'
 mutant "memory_limit_gb not split among CPU workers" "-ts=config-effects" \
-  'if (job_.devices[0].is_cpu()) available /= size_t(W);' \
-  'if (false) available /= size_t(W);'
+  '    bytes /= job.devices.size();' \
+  '    bytes /= 1;'
 mutant "drafter.rope_theta ignored" "-ts=config-effects" \
   's.rope_theta = d.rope_theta > 0 ? d.rope_theta : t.rope_theta;' \
   's.rope_theta = t.rope_theta;'
@@ -93,8 +93,9 @@ mutant "Adam bias correction one step late" "-ts=optimizer" \
   'float bc1 = float(1.0 - std::pow(double(h.beta1), t));' \
   'float bc1 = float(1.0 - std::pow(double(h.beta1), t + 1.0));'
 mutant "gradients not zeroed after the update" "-ts=trainer-reference" \
-  'x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });' \
-  '(void)0;'
+  '    x.launch([=] { kernels::cpu::adamw(p, g, m, v, n, step, lr, h); });
+    x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });' \
+  '    x.launch([=] { kernels::cpu::adamw(p, g, m, v, n, step, lr, h); });'
 mutant "cosine reaches min_lr one step after the last" "-ts=trainer-reference,config-effects" \
   'int64_t span = s.total_steps - 1 - s.warmup_steps;' \
   'int64_t span = s.total_steps - s.warmup_steps;'
