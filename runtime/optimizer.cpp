@@ -145,7 +145,7 @@ void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
     x.launch([=] { kernels::cpu::clip_by_norm(g, n, norm, c.max_grad_norm); });
     x.launch([=] { kernels::cpu::lr_schedule(step, sched, lr); });
     x.launch([=] { kernels::cpu::adamw(p, g, m, v, n, step, lr, h); });
-    x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });
+    x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });  // the next step's grads start at 0
     x.launch([=] { kernels::cpu::increment_step(step); });
     x.launch([=] { kernels::cpu::copy_bytes(stats, norm, sizeof(float)); });
     x.launch([=] { kernels::cpu::copy_bytes(stats + 1, lr, sizeof(float)); });

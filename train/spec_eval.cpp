@@ -98,7 +98,11 @@ double SpecPromptResult::tau() const {
   return accepted.empty() ? 0.0 : sum / double(accepted.size());
 }
 
-float bf16_margin_tolerance(float logit) { return std::ldexp(std::max(1.0f, std::fabs(logit)), -6); }
+// 2^-5 of the logit: the verify pass (bs rows) and the one-token step run different GEMM shapes,
+// so cuBLAS sums in different orders at every one of the target's bf16 layers; on the H200 a
+// random Qwen3-8B-sized target gave a lossless disagreement at margin 0.0853 on logit 5.43
+// (2^-6 of it is 0.0849). A real bug (rollback, cache, mask) shows at any margin.
+float bf16_margin_tolerance(float logit) { return std::ldexp(std::max(1.0f, std::fabs(logit)), -5); }
 
 SpecPromptResult measure_spec_prompt(SpecDecoder& decoder, const SpecPrompt& p, int64_t max_new,
                                      const std::vector<int32_t>& stop_ids, bool baseline, bool exact) {

@@ -50,7 +50,7 @@ struct SpecPromptResult {
 };
 
 // The tolerance for a difference on a bf16 device: a flip is numerical noise when the target's
-// top-2 margin is at most 2^-6 of its logit's magnitude (at least 2^-6).
+// top-2 margin is at most 2^-5 of its logit's magnitude (at least 2^-5).
 float bf16_margin_tolerance(float logit);
 
 // Decodes p with the drafter; with `baseline`, also by the target alone, and checks that the two
