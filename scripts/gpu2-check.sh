@@ -28,7 +28,7 @@ if command -v torchrun >/dev/null; then TORCHRUN=(torchrun)
 elif python3 -c 'import torch.distributed.run' 2>/dev/null; then TORCHRUN=(python3 -m torch.distributed.run)
 else TORCHRUN=(); fi
 
-common=(--config configs/tiny.toml --target.path="$W/target" --data.train="$W/data/train.jsonl" --data.eval=
+common=(--config configs/tiny.toml --target.path="$W/target" --data.train="$W/data/train.jsonl" --data.eval= --eval.spec_prompts=
         --data.synthetic.train_sequences=256 --drafter.num_hidden_layers=3 --training.steps=20
         --metrics.log_every=1 --metrics.progress=false --checkpoint.every=0 --runtime.rendezvous_timeout_s=120)
 
