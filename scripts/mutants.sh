@@ -27,12 +27,12 @@ mutant "applied gradient scaled by 1/W, not 1/(k*W)" "-ts=trainer-reference" \
 mutant "gradients not all-reduced across workers" "-ts=trainer-reference" \
   'else all_reduce_(comm, params_.flat_grads(), rank);' \
   'else (void)rank;'
-mutant "logged step loss divided by W, not k*W" "-ts=trainer-reference" \
+mutant "logged step loss divided by k*W - 1, not k*W" "-ts=trainer-reference" \
   'r.loss /= n;' \
-  'r.loss /= double(replicas_.size());'
-mutant "logged accuracy divided by W, not k*W" "-ts=trainer-reference" \
+  'r.loss /= std::max(1.0, n - 1);'
+mutant "logged accuracy divided by k*W - 1, not k*W" "-ts=trainer-reference" \
   'r.accuracy /= n;' \
-  'r.accuracy /= double(replicas_.size());'
+  'r.accuracy /= std::max(1.0, n - 1);'
 mutant "logged tokens: only the last micro-batch's" "-ts=trainer-reference" \
   'slot.tokens = fill_batch(seqs, bucket, job_.drafter.block_size, rng,' \
   'slot.tokens = (j + 1 < c.training.grad_accum ? 0 : 1) * fill_batch(seqs, bucket, job_.drafter.block_size, rng,'
