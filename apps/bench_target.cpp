@@ -36,14 +36,7 @@ TargetSpec bench_target_spec(const DrafterSpec& d) {
 
 std::unique_ptr<Target> make_bench_target(const TargetSpec& spec, const std::vector<int64_t>& layer_ids,
                                           int64_t max_seq_len) {
-  uint64_t seed = 1000;
-  return std::make_unique<Target>(spec, layer_ids, max_seq_len, [&seed](const std::string& name, const Tensor& w) {
-    if (w.ndim() == 1) {
-      ops::fill_(w, 1.0f);  // norms
-      return;
-    }
-    fill_random(w, seed++, name == "model.embed_tokens.weight" ? 1.0f : 0.02f);
-  });
+  return Target::random(spec, layer_ids, max_seq_len, 1000, 0.02);
 }
 
 double target_forward_flops(const TargetSpec& s, int64_t B, int64_t S, int64_t layers) {

@@ -191,15 +191,6 @@ Target::Target(const fs::path& dir, std::vector<int64_t> layer_ids, int64_t max_
         [&w](const std::string& key, DType dt, const Shape& shape) { return w.load(key, dt, shape); });
 }
 
-Target::Target(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len, const WeightInit& init)
-    : spec_(spec), layer_ids_(std::move(layer_ids)), max_seq_len_(max_seq_len) {
-  build("random target", [&init](const std::string& key, DType dt, const Shape& shape) {
-    Tensor t = Tensor::persistent(shape, dt, key);
-    init(key, t);
-    return t;
-  });
-}
-
 void Target::build(const std::string& what, const Loader& load) {
   const TargetSpec& s = spec_;
   const int64_t L = s.num_hidden_layers, H = s.hidden_size, I = s.intermediate_size, V = s.vocab_size;

@@ -24,10 +24,6 @@ class Target {
   // the decoder layers features() concatenates (0-based, repeats allowed); max_seq_len bounds
   // the S of every forward (the positions tensor is made here, so a forward can be recorded).
   Target(const std::filesystem::path& dir, std::vector<int64_t> layer_ids, int64_t max_seq_len);
-  // A target of the given dims whose persistent weights (HF names) are filled by init(name,
-  // tensor): benchmarks at real dims without writing gigabytes of checkpoint first.
-  using WeightInit = std::function<void(const std::string& name, const Tensor& weight)>;
-  Target(const TargetSpec& spec, std::vector<int64_t> layer_ids, int64_t max_seq_len, const WeightInit& init);
   // A target with random weights at spec's dims, made in memory without files (benchmarks at a
   // real model's dims): linear weights and embeddings uniform with standard deviation `std`,
   // norms 1, untied, from a counter-based generator (the same seed gives the same weights).

@@ -66,37 +66,13 @@ std::unique_ptr<Target> Target::random(const TargetSpec& s, std::vector<int64_t>
   t->spec_.tie_word_embeddings = false;
   t->layer_ids_ = std::move(layer_ids);
   t->max_seq_len_ = max_seq_len;
-  const DType dt = Context::current().device().is_cuda() ? DType::bf16 : DType::f32;
-  const int64_t H = s.hidden_size, I = s.intermediate_size, V = s.vocab_size, hd = s.head_dim;
-  const int64_t q_out = s.num_attention_heads * hd, kv_out = s.num_key_value_heads * hd;
+  // build() asks for the weights in one fixed order; each gets the next tensor index, so the
+  // same seed gives the same weights. Norms (1-D) are 1.
   uint64_t index = 0;
-  auto weight = [&](const Shape& shape, const std::string& name) { return random_tensor(shape, dt, seed, index++, std, 0, name); };
-  auto norm = [&](int64_t d, const std::string& name) { return random_tensor({d}, dt, seed, index++, 0, 1.0f, name); };
-  t->embed_ = weight({V, H}, "random.embed_tokens");
-  for (int64_t l = 0; l < s.num_hidden_layers; ++l) {
-    Layer p;
-    const std::string at = "random.layers." + std::to_string(l) + ".";
-    p.input_norm = norm(H, at + "input_layernorm");
-    p.post_norm = norm(H, at + "post_attention_layernorm");
-    p.q = weight({q_out, H}, at + "q_proj");
-    p.k = weight({kv_out, H}, at + "k_proj");
-    p.v = weight({kv_out, H}, at + "v_proj");
-    p.o = weight({H, q_out}, at + "o_proj");
-    if (s.has_qk_norm()) {
-      p.q_norm = norm(hd, at + "q_norm");
-      p.k_norm = norm(hd, at + "k_norm");
-    }
-    p.gate = weight({I, H}, at + "gate_proj");
-    p.up = weight({I, H}, at + "up_proj");
-    p.down = weight({H, I}, at + "down_proj");
-    t->layers_.push_back(std::move(p));
-  }
-  t->final_norm_ = norm(H, "random.norm");
-  t->lm_head_ = weight({V, H}, "random.lm_head");
-  std::vector<int32_t> iota(static_cast<size_t>(max_seq_len));
-  std::iota(iota.begin(), iota.end(), 0);
-  t->positions_ = Tensor::from_ints({max_seq_len}, iota, "target.positions");
-  t->inv_freq_ = Tensor::from_floats({hd / 2}, rope_inv_freq(s), "target.inv_freq");
+  t->build("random target", [&](const std::string& key, DType dt, const Shape& shape) {
+    const bool norm = shape.ndim == 1;
+    return random_tensor(shape, dt, seed, index++, norm ? 0.0 : std, norm ? 1.0f : 0.0f, "random." + key);
+  });
   return t;
 }
 
