@@ -9,6 +9,7 @@
 #include "data/shards.h"
 #include "runtime/error.h"
 #include "runtime/fileio.h"
+#include "runtime/splitmix.h"
 
 namespace dflash {
 
@@ -185,12 +186,6 @@ std::unique_ptr<Dataset> open_dataset(const fs::path& path, int64_t vocab_size) 
 }
 
 namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 }  // namespace
 
 uint64_t derive_seed(uint64_t base, uint64_t a, uint64_t b) {

@@ -7,17 +7,12 @@
 
 #include "model/target.h"
 #include "runtime/context.h"
+#include "runtime/splitmix.h"
 
 namespace dflash {
 
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // A persistent tensor of `shape` in dtype: uniform values of standard deviation std (or all
 // `constant` when std is 0), element e from splitmix64(seed, tensor, e).

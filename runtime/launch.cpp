@@ -71,8 +71,11 @@ LaunchInfo parse_vars(const EnvLookup& env, const Vars& v) {
   return l;
 }
 
-std::string devices_list_of(const std::string& setting, std::vector<int>& ids) {
-  std::string list = setting.substr(5);
+}  // namespace
+
+std::vector<int> cuda_device_ids(const std::string& setting) {
+  std::vector<int> ids;
+  const std::string list = setting.substr(5);
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t comma = list.find(',', pos);
@@ -80,10 +83,8 @@ std::string devices_list_of(const std::string& setting, std::vector<int>& ids) {
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
-  return list;
+  return ids;
 }
-
-}  // namespace
 
 std::string LaunchInfo::describe() const {
   if (launcher == "slurm")
@@ -127,8 +128,7 @@ int local_gpu_for(const LaunchInfo& l, int visible, const std::string& setting,
                                                 << "); every process of a multi-process run needs one GPU; fix: run on "
                                                 << "GPU nodes (srun --gpus-per-task=1) or check CUDA_VISIBLE_DEVICES");
   if (setting.rfind("cuda:", 0) == 0) {
-    std::vector<int> ids;
-    const std::string list = devices_list_of(setting, ids);
+    const std::vector<int> ids = cuda_device_ids(setting);
     DF_CHECK(l.local_rank < int(ids.size()), who << "=" << l.local_rank << " but runtime.devices = \"" << setting
                                                  << "\" names " << ids.size() << " GPU(s), one per process of this node; "
                                                  << "fix: list one GPU per local process, or use \"auto\"");

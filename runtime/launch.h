@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dflash {
 
@@ -36,6 +37,8 @@ int rendezvous_port_for(const LaunchInfo& launch, int64_t configured_port);
 // The GPU this process uses: LOCAL_RANK, or 0 when exactly one GPU is visible
 // (srun --gpus-per-task=1); with runtime.devices = "cuda:a,b,..." the list's LOCAL_RANK-th entry.
 // Throws naming LOCAL_RANK, the visible GPUs and CUDA_VISIBLE_DEVICES when there is none for it.
+// The ids of a runtime.devices setting "cuda:I,J,..." (validated by the config parser).
+std::vector<int> cuda_device_ids(const std::string& setting);
 int local_gpu_for(const LaunchInfo& launch, int visible_gpus, const std::string& devices_setting,
                   const std::optional<std::string>& cuda_visible_devices);
 

@@ -8,6 +8,7 @@
 #include "data/synthetic.h"
 #include "model/target.h"
 #include "runtime/context.h"
+#include "runtime/launch.h"
 #include "runtime/fileio.h"
 #include "train/export.h"
 #include "train/memory_fit.h"
@@ -64,14 +65,7 @@ std::vector<Device> resolve_devices(const RuntimeConfig& rt, std::string* note) 
     if (d == "cuda") {
       for (int i = 0; i < gpus; ++i) ids.push_back(i);
     } else {
-      std::string list = d.substr(5);
-      size_t pos = 0;
-      while (pos <= list.size()) {
-        size_t comma = list.find(',', pos);
-        ids.push_back(std::stoi(list.substr(pos, comma - pos)));
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
+      ids = cuda_device_ids(d);
     }
     for (int i : ids) {
       DF_CHECK(i >= 0 && i < gpus, "runtime.devices = \"" << d << "\" names cuda:" << i << " but only " << gpus
