@@ -94,6 +94,10 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   Tensor h1 = ops::add(h, ops::linear(a.out.reshape({B, T, nh * hd}), p.get(P(l, "self_attn.o_proj.weight"))));
   Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps);
   Tensor mlp = ops::swiglu(ops::linear(y, p.get(P(l, "mlp.gate_proj.weight"))), ops::linear(y, p.get(P(l, "mlp.up_proj.weight"))));
+  // The recomputation needs only the tape of the down projection and the residual add: their
+  // backward rules read mlp and the weight, never their outputs, and the layer's output itself
+  // lives on as the next layer's input. So their kernels run in the first pass only.
+  SkipLaunches tail(stash && stash->replaying());
   return ops::add(h1, ops::linear(mlp, p.get(P(l, "mlp.down_proj.weight"))));
 }
 

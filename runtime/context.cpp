@@ -183,6 +183,10 @@ int64_t Context::profile_call() {
 void Context::launch(KernelCall call) {
   DF_CHECK(device_.is_cpu(), "op '" << op() << "' submitted a CPU kernel call to " << device_.str()
                                     << " (a runtime bug: the op must dispatch on the device)");
+  if (skip_launches_ > 0) {
+    pending_cost_ = CallCost{};
+    return;
+  }
   const int64_t labelled = profile_call();
   switch (mode_) {
     case Mode::eager:
@@ -211,6 +215,10 @@ void Context::launch(KernelCall call) {
 void* Context::cuda_stream_for_launch() {
   DF_CHECK(device_.is_cuda(), "op '" << op() << "' asked for a CUDA stream on " << device_.str()
                                      << " (a runtime bug: the op must dispatch on the device)");
+  if (skip_launches_ > 0) {
+    pending_cost_ = CallCost{};
+    return nullptr;
+  }
   profile_call();
   if (mode_ != Mode::eager) ++kernels_;
   return mode_ == Mode::plan ? nullptr : cuda_stream_;

@@ -64,6 +64,9 @@ class Context {
   void launch(KernelCall call);
   // CUDA: the stream to launch on, or nullptr while planning (then launch nothing).
   void* cuda_stream_for_launch();
+  // Inside a SkipLaunches scope ops build their outputs and tape nodes but submit no kernel, in
+  // every mode alike (eager, plan, record), so plans, recordings and eager runs stay the same.
+  bool skipping_launches() const { return skip_launches_ > 0; }
   void* cuda_stream() const { return cuda_stream_; }
   void* cublas() const { return cublas_; }
   void* cublas_workspace() const { return cublas_workspace_; }
@@ -112,6 +115,7 @@ class Context {
 
  private:
   friend class ContextScope;
+  friend class SkipLaunches;
   [[noreturn]] void refuse_sealed(const char* what, size_t bytes) const;
 
   Device device_;
@@ -121,6 +125,7 @@ class Context {
   std::string program_;
   std::vector<KernelCall>* sink_ = nullptr;
   size_t kernels_ = 0;
+  int skip_launches_ = 0;
 
   OffsetPlanner planner_;
   std::string peak_at_;
@@ -165,6 +170,21 @@ class OpScope {
  private:
   Context& ctx_;
   const char* previous_;
+};
+
+// Ops run in this scope (when `skip` is true) launch no kernel: for values that nothing reads,
+// such as the tail of a recomputed checkpoint segment whose backward rules read neither that
+// tail's outputs nor anything it alone computes. Their outputs stay unwritten.
+class SkipLaunches {
+ public:
+  explicit SkipLaunches(bool skip) : ctx_(Context::current()), skip_(skip) { ctx_.skip_launches_ += skip ? 1 : 0; }
+  ~SkipLaunches() { ctx_.skip_launches_ -= skip_ ? 1 : 0; }
+  SkipLaunches(const SkipLaunches&) = delete;
+  SkipLaunches& operator=(const SkipLaunches&) = delete;
+
+ private:
+  Context& ctx_;
+  bool skip_;
 };
 
 }  // namespace dflash

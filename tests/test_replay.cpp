@@ -190,6 +190,42 @@ TEST_SUITE("seal") {
     CHECK_FALSE(rt.ctx.sealed());
   }
 
+  TEST_CASE("ops in a SkipLaunches scope build their tape but launch nothing, in eager, plan and record alike") {
+    CpuRuntime rt;
+    Tensor t = Tensor::zeros({3}, DType::f32);
+    {
+      SkipLaunches skip(true);
+      ops::fill_(t, 5.0f);
+    }
+    CHECK(t.to_floats() == std::vector<float>{0, 0, 0});
+    {
+      SkipLaunches skip(false);
+      ops::fill_(t, 5.0f);
+    }
+    CHECK(t.to_floats() == std::vector<float>{5, 5, 5});
+    // The gradient still flows through a skipped op whose backward rule reads no value.
+    Tensor x = randn({4}, 3);
+    x.set_requires_grad(true);
+    Tensor y;
+    {
+      SkipLaunches skip(true);
+      y = ops::scale(x, 2.0f);
+    }
+    backward(ops::sum(ops::scale(y, 0.0f)));
+    CHECK(x.grad().to_floats() == std::vector<float>(4, 0.0f));
+    // A plan and its recording count only the launched kernel.
+    Engine engine(rt.ctx);
+    Tensor a = randn({4}, 1);
+    engine.add("skipping", Bucket{}, [&](bool) {
+      NoGrad no_grad;
+      Tensor b = ops::scale(a, 2.0f);
+      SkipLaunches skip(true);
+      Tensor c = ops::scale(b, 3.0f);
+    }, false);
+    engine.build(size_t(1) << 20);
+    CHECK(engine.program("skipping").kernels() == 1);
+  }
+
   TEST_CASE("a temporary that outlives its recording is refused") {
     CpuRuntime rt;
     Tensor leaked;
