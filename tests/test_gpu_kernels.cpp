@@ -83,6 +83,43 @@ TEST_SUITE("gpu-kernels") {
     }
   }
 
+  TEST_CASE("swiglu backward into fresh gradients: overwrites garbage with the bits of a zero-filled accumulate") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    for (int64_t n : kSizes)
+      for (bool bf : {false, true})
+        for (int64_t off : {0, 1})
+          for (int fresh : {1, 2, 3}) {  // dg fresh, du fresh, both
+            INFO("n " << n << " dtype " << name_of(bf) << " offset " << off << " fresh " << fresh);
+            const DType dt = float_dtype(bf);
+            const std::vector<float> g = round_to(dt, random_floats(size_t(n), 21, 6.0f)),
+                                     u = round_to(dt, random_floats(size_t(n), 22)),
+                                     dy = round_to(dt, random_floats(size_t(n), 23)),
+                                     acc = round_to(dt, random_floats(size_t(n), 24));
+            const std::vector<float> zeros(size_t(n), 0.0f), nans(size_t(n), std::nanf(""));
+            Buf bg = upload(g, dt, off), bu = upload(u, dt, off), bdy = upload(dy, dt, off);
+            // Reference: the fresh one zero-filled, the other accumulating.
+            Buf rdg = upload((fresh & 1) ? zeros : acc, dt, off), rdu = upload((fresh & 2) ? zeros : acc, dt, off);
+            kernels::cuda::swiglu_backward(bg.ptr(), bu.ptr(), bf, bdy.ptr(), bf, rdg.ptr(), bf, rdu.ptr(), bf, n,
+                                           stream(ctx));
+            Buf fdg = upload((fresh & 1) ? nans : acc, dt, off), fdu = upload((fresh & 2) ? nans : acc, dt, off);
+            kernels::cuda::swiglu_backward(bg.ptr(), bu.ptr(), bf, bdy.ptr(), bf, fdg.ptr(), bf, fdu.ptr(), bf, n,
+                                           stream(ctx), (fresh & 1) != 0, (fresh & 2) != 0);
+            CHECK(bitwise_equal(fdg.read(), rdg.read()));
+            CHECK(bitwise_equal(fdu.read(), rdu.read()));
+            std::vector<float> cdg = (fresh & 1) ? nans : acc, cdu = (fresh & 2) ? nans : acc;
+            std::vector<float> zdg = (fresh & 1) ? zeros : acc, zdu = (fresh & 2) ? zeros : acc;
+            if (!bf) {  // the CPU kernel: the same contract
+              kernels::cpu::swiglu_backward(g.data(), u.data(), dy.data(), cdg.data(), cdu.data(), n, (fresh & 1) != 0,
+                                            (fresh & 2) != 0);
+              kernels::cpu::swiglu_backward(g.data(), u.data(), dy.data(), zdg.data(), zdu.data(), n);
+              CHECK(bitwise_equal(cdg, zdg));
+              CHECK(bitwise_equal(cdu, zdu));
+            }
+          }
+  }
+
   TEST_CASE("swiglu backward: pack path equals scalar path bit for bit and the CPU within tolerance") {
     REQUIRE_GPU();
     Context ctx{Device::cuda(0)};

@@ -45,7 +45,9 @@ void rope_backward(const float* dy, const int32_t* positions, const float* inv_f
 
 // swiglu.cpp: y = silu(g) * u.
 void swiglu_forward(const float* g, const float* u, float* y, int64_t n);
-void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
+// dg, du += their terms; a fresh one (its buffer not yet written) is overwritten instead.
+void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n,
+                     bool dg_fresh = false, bool du_fresh = false);
 
 // concat.cpp: y [outer, a_inner + b_inner] from a [outer, a_inner] and b [outer, b_inner] (bytes).
 void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t a_inner, size_t b_inner);

@@ -29,10 +29,12 @@ __device__ __forceinline__ float dup(float acc, float g, float d, float s) {
   return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, g), s));
 }
 
-// g, u, dy (n); dg, du (n) +=, either may be null. Packs [0, packs), then the rest one by one.
+// g, u, dy (n); dg, du (n) +=, either may be null; a fresh one starts from 0 instead of its
+// contents (the bits of a zero-filled buffer, without the fill). Packs [0, packs), then the rest.
 template <class TI, class TD, class TG, class TU>
 __global__ void __launch_bounds__(kThreads)
-    swiglu_backward_kernel(const TI* g, const TI* u, const TD* dy, TG* dg, TU* du, int64_t n, int64_t packs) {
+    swiglu_backward_kernel(const TI* g, const TI* u, const TD* dy, TG* dg, TU* du, int64_t n, int64_t packs,
+                           bool dg_fresh, bool du_fresh) {
   const int64_t stride = int64_t(gridDim.x) * kThreads, first = blockIdx.x * int64_t(kThreads) + threadIdx.x;
   for (int64_t k = first; k < packs; k += stride) {
     const int64_t e = k * kPack;
@@ -43,13 +45,23 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kPack; ++j) s[j] = sigmoid(gv[j]);
     if (dg) {
-      load_pack(dg + e, acc);
+      if (dg_fresh) {
+#pragma unroll
+        for (int j = 0; j < kPack; ++j) acc[j] = 0.0f;
+      } else {
+        load_pack(dg + e, acc);
+      }
 #pragma unroll
       for (int j = 0; j < kPack; ++j) acc[j] = dgate(acc[j], gv[j], uv[j], dv[j], s[j]);
       store_pack(dg + e, acc);
     }
     if (du) {
-      load_pack(du + e, acc);
+      if (du_fresh) {
+#pragma unroll
+        for (int j = 0; j < kPack; ++j) acc[j] = 0.0f;
+      } else {
+        load_pack(du + e, acc);
+      }
 #pragma unroll
       for (int j = 0; j < kPack; ++j) acc[j] = dup(acc[j], gv[j], dv[j], s[j]);
       store_pack(du + e, acc);
@@ -57,8 +69,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) {
     const float gi = to_float(g[i]), ui = to_float(u[i]), d = to_float(dy[i]), s = sigmoid(gi);
-    if (dg) dg[i] = from_float<TG>(dgate(to_float(dg[i]), gi, ui, d, s));
-    if (du) du[i] = from_float<TU>(dup(to_float(du[i]), gi, d, s));
+    if (dg) dg[i] = from_float<TG>(dgate(dg_fresh ? 0.0f : to_float(dg[i]), gi, ui, d, s));
+    if (du) du[i] = from_float<TU>(dup(du_fresh ? 0.0f : to_float(du[i]), gi, d, s));
   }
 }
 }  // namespace
@@ -69,7 +81,7 @@ void swiglu_forward(const void* g, const void* u, void* y, bool bf16, int64_t n,
 }
 
 void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy, bool dy_bf16, void* dg, bool dg_bf16,
-                     void* du, bool du_bf16, int64_t n, void* stream) {
+                     void* du, bool du_bf16, int64_t n, void* stream, bool dg_fresh, bool du_fresh) {
   if (n == 0 || (!dg && !du)) return;
   const bool aligned = aligned16(g) && aligned16(u) && aligned16(dy) && (!dg || aligned16(dg)) && (!du || aligned16(du));
   const int64_t packs = aligned ? n / kPack : 0;
@@ -87,7 +99,7 @@ void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy,
           constexpr auto kernel = swiglu_backward_kernel<TI, TD, TG, TU>;
           kernel<<<grid_for<kernel>(packs > 0 ? packs : n, kThreads), kThreads, 0, as_stream(stream)>>>(
               static_cast<const TI*>(g), static_cast<const TI*>(u), static_cast<const TD*>(dy), static_cast<TG*>(dg),
-              static_cast<TU*>(du), n, packs);
+              static_cast<TU*>(du), n, packs, dg_fresh, du_fresh);
         });
       });
     });

@@ -34,19 +34,26 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 
   if (needs_grad({&gate, &up})) {
     record_node("swiglu", {&y}, [gate, up, n](NodeGrads& g) {
-      Tensor dy = g.out(0), dg = g.in(gate), du = g.in(up);
-      if (!dy.defined() || (!dg.defined() && !du.defined())) return;
-      note_io({&gate, &up, &dy}, {}, {&dg, &du});
+      Tensor dy = g.out(0);
+      if (!dy.defined()) return;
+      // Fresh gradients (the gate and up projections' outputs, usually) are written, not added to:
+      // no zero fill, no read.
+      auto [dg, dg_fresh] = g.in_overwritable(gate);
+      auto [du, du_fresh] = g.in_overwritable(up);
+      if (!dg.defined() && !du.defined()) return;
+      const Tensor none;
+      note_io({&gate, &up, &dy}, {dg_fresh ? &dg : &none, du_fresh ? &du : &none},
+              {dg_fresh ? &none : &dg, du_fresh ? &none : &du});
       if (on_cpu()) {
         const float *pg = f32(gate), *pu = f32(up), *pdy = f32(dy);
         float *pdg = f32(dg), *pdu = f32(du);
-        ctx().launch([=] { kernels::cpu::swiglu_backward(pg, pu, pdy, pdg, pdu, n); });
+        ctx().launch([=] { kernels::cpu::swiglu_backward(pg, pu, pdy, pdg, pdu, n, dg_fresh, du_fresh); });
         return;
       }
 #ifdef DFLASH_CUDA
       if (void* s = ctx().cuda_stream_for_launch())
         kernels::cuda::swiglu_backward(gate.raw(), up.raw(), bf16(gate), dy.raw(), bf16(dy), raw(dg), bf16(dg), raw(du),
-                                       bf16(du), n, s);
+                                       bf16(du), n, s, dg_fresh, du_fresh);
 #endif
     });
   }

@@ -1,5 +1,5 @@
-// Views: reshape and row ranges share storage; their backward adds the gradient into the
-// matching view of the base's gradient.
+// Views: reshape and row ranges share storage; their backward hands the gradient on to the
+// matching view of the base's gradient (reshape: the gradient itself when the base has none yet).
 #include "runtime/ops/common.h"
 
 namespace dflash {
@@ -12,9 +12,11 @@ Tensor Tensor::reshape(const Shape& shape) const {
   Tensor base = *this;
   Tensor v = view_of(base, shape);
   if (needs_grad({&base})) {
-    record_node("reshape", {&v}, [base](NodeGrads& g) {
+    // The rule reads no value: a key only. The view's gradient becomes the base's (a view of the
+    // same buffer, no zero fill, no copy) when nothing has reached the base yet; else it is added.
+    record_node("reshape", {&v}, [base = grad_key(base)](NodeGrads& g) {
       Tensor dy = g.out(0);
-      if (Tensor db = g.in(base); db.defined()) ops::accumulate_(db, dy);
+      if (dy.defined()) g.pass(base, view_of(dy, base.shape()));
     });
   }
   return v;
