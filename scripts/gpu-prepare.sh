@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fills the git-ignored folder that the GPU machine needs (it has no toml++ or nlohmann package):
 # .deps/include from this machine's Debian packages, .deps/cudnn-frontend (the pinned
-# cudnn-frontend headers that scripts/setup.sh fetches) and .deps/commit. Run it before every
-# GPU call. The golden data travel in tests/golden.
+# cudnn-frontend headers that scripts/setup.sh fetches) and .deps/commit; and .anchors (the PyTorch
+# anchors of ../shared/anchors, for gpu-check.sh's anchors-* steps) when ../shared is beside the
+# clone. Run it before every GPU call. The golden data travel in tests/golden.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,4 +14,9 @@ cp -r /usr/include/toml++ /usr/include/nlohmann .deps/include/
   { echo "gpu-prepare: .deps/cudnn-frontend is missing (see scripts/cudnn-frontend.sh's warning)" >&2; exit 1; }
 # The commit the GPU run measures (the copy sent there may not carry an up-to-date .git).
 git rev-parse HEAD > .deps/commit
-echo "ready: carry .deps (commit $(cat .deps/commit))"
+if [ -d ../shared/anchors ]; then
+  rm -rf .anchors && mkdir -p .anchors && cp ../shared/anchors/*.py .anchors/
+  echo "ready: carry .deps and .anchors (commit $(cat .deps/commit))"
+else
+  echo "ready: carry .deps (commit $(cat .deps/commit)); no ../shared/anchors, so the anchors-* steps cannot run"
+fi
