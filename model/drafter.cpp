@@ -135,8 +135,15 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, int64_t recomputed_laye
   }
   out.output = ops::rmsnorm(h, p.get("norm.weight"), eps);  // (B, T, H)
   Tensor weights = ops::normalize_weights(prep.lw.reshape({B * T}));
-  out.ce = ops::linear_cross_entropy(out.output.reshape({B * T, H}), lm_head_, prep.labels.reshape({B * T}), weights,
-                                     chunk_rows);
+  // Slot 0 of every block has weight 0 (DFLASH.md), so the lm_head runs over slots 1..bs-1 only:
+  // (B*N*(bs-1), H). Per slot, ce and argmax are put back at [B*T] with slot 0's ce 0, argmax -1.
+  const int64_t bs = spec_.block_size;
+  ops::LinearCrossEntropy ce = ops::linear_cross_entropy(
+      ops::drop_group_heads(out.output.reshape({B * T, H}), bs), lm_head_,
+      ops::drop_group_heads(prep.labels.reshape({B * T}), bs), ops::drop_group_heads(weights, bs), chunk_rows);
+  out.ce = ce;
+  out.ce.ce = ops::with_group_heads(ce.ce, bs, 0);
+  out.ce.argmax = ops::with_group_heads(ce.argmax, bs, 0xFF);
   out.loss = out.ce.loss;
   out.sums = dflash_metrics(out.ce.ce, out.ce.argmax, prep, in.keep, spec_.block_size);
   return out;

@@ -25,7 +25,7 @@ struct DrafterOutputs {
   Tensor loss;     // f32 [1]: sum lw CE / (sum lw + 1e-6), differentiable
   Tensor sums;     // f32 [7]: see dflash_metrics
   Tensor output;   // [B, T, H] after the final norm
-  ops::LinearCrossEntropy ce;  // per-slot ce and argmax, [B*T]
+  ops::LinearCrossEntropy ce;  // per-slot ce and argmax, [B*T]; slot 0 (weight 0) is not computed: ce 0, argmax -1
   DFlashPrepared prepared;
 };
 

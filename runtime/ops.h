@@ -60,6 +60,13 @@ struct LinearCrossEntropy {
 LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, const Tensor& labels,
                                         const Tensor& row_weights, int64_t chunk_rows = 1024);
 
+// Rows in groups of `period` along dim 0 (DFlash blocks of bs slots). drop_group_heads keeps all
+// but each group's first row: [groups * (period - 1), ...]; its backward gives the dropped rows
+// gradient 0. with_group_heads (no gradient) puts such rows back, the head rows filled with
+// `fill_byte` in every byte (0: 0.0f and 0; 0xFF: the i32 -1).
+Tensor drop_group_heads(const Tensor& x, int64_t period);
+Tensor with_group_heads(const Tensor& y, int64_t period, uint8_t fill_byte);
+
 // DFlash block-sparse attention (DFLASH.md, "The attention mask").
 //   q [B, T, nh, hd] with T = N*bs draft queries; k, v [B, S+T, nkv, hd] (context keys first,
 //   then the draft keys); anchors i32 [B, N]; keep i32 [B, N].

@@ -1,5 +1,5 @@
-// matmul/linear, add, mul, scale: backward against central finite differences; matmul against a
-// naive triple loop.
+// matmul/linear, add, mul, scale, drop_group_heads: backward against central finite differences;
+// matmul against a naive triple loop; drop/with_group_heads against index arithmetic.
 #include "tests/test_util.h"
 
 using namespace dflash;
@@ -52,5 +52,26 @@ TEST_SUITE("ops") {
     }
     Tensor a = param({3, 4, 5}, 3), b = param({3, 4, 5}, 4);
     check_gradients([&] { return ops::mul(ops::add(a, b), b); }, {a, b});
+  }
+
+  TEST_CASE("drop_group_heads keeps rows r % period != 0; with_group_heads puts them back with the fill") {
+    CpuRuntime rt;
+    std::vector<float> v(6 * 2);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+    Tensor x = Tensor::from_floats({6, 2}, v);  // two groups of 3 rows
+    CHECK(ops::drop_group_heads(x, 3).to_floats() == std::vector<float>{2, 3, 4, 5, 8, 9, 10, 11});
+    Tensor ids = Tensor::from_ints({4}, {7, 8, 9, 10});
+    Tensor kept = ops::drop_group_heads(ids, 2);
+    CHECK(kept.to_ints() == std::vector<int32_t>{8, 10});
+    CHECK(ops::with_group_heads(kept, 2, 0xFF).to_ints() == std::vector<int32_t>{-1, 8, -1, 10});
+    CHECK(ops::with_group_heads(ops::drop_group_heads(x, 3), 3, 0).to_floats() ==
+          std::vector<float>{0, 0, 2, 3, 4, 5, 0, 0, 8, 9, 10, 11});
+    CHECK_THROWS_WITH_AS(ops::drop_group_heads(x, 4), doctest::Contains("whole groups of 4 rows"), Error);
+    CHECK_THROWS_WITH_AS(ops::drop_group_heads(x, 1), doctest::Contains("at least 2"), Error);
+    // The gradient: the dropped rows get 0, fresh or accumulated into an existing one.
+    Tensor a = param({6, 3}, 5);
+    check_gradients([&] { return ops::drop_group_heads(a, 2); }, {a});
+    check_gradients([&] { return ops::add(ops::drop_group_heads(ops::scale(a, 2.0f), 3), ops::drop_group_heads(a, 3)); },
+                    {a});
   }
 }

@@ -90,6 +90,12 @@ void rope_forward(const void* x, const int32_t* positions, const float* inv_freq
 void rope_backward(const void* dy, bool dy_bf16, const int32_t* positions, const float* inv_freq, void* dx,
                    bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream);  // dx += R(-angle) dy
 
+// strided_rows.cu: the first `width` bytes of `rows` rows whose starts are `*pitch` bytes apart
+// (any dtype): copied from src to dst, or every byte set to `byte`.
+void strided_copy(const void* src, size_t src_pitch, void* dst, size_t dst_pitch, size_t width, int64_t rows,
+                  void* stream);
+void strided_fill(void* dst, size_t pitch, size_t width, int64_t rows, uint8_t byte, void* stream);
+
 // concat.cu: y [outer, a_inner + b_inner] from a [outer, a_inner] and b [outer, b_inner] (bytes, any dtype).
 void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t a_inner_bytes, size_t b_inner_bytes,
                     void* stream);
