@@ -1,7 +1,7 @@
 // DFlash block-sparse attention forward on the GPU (semantics as kernels/cpu/attention.cpp and
 // DFLASH.md "The attention mask"), flash-attention style on bf16 tensor cores, plus the
 // visited-tile count, computed on the device so that it is part of a recorded program. These are
-// kernel version 1; version 2 (dflash_attention_sm90.cu, wgmma) runs instead where it applies and
+// kernel version 1; version 2 (dflash_attention_*_sm90.cu, wgmma) runs instead where it applies and
 // is chosen (cuda_kernels.h, DFLASH_ATTENTION).
 #include <cmath>
 

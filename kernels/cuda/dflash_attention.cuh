@@ -63,7 +63,7 @@ inline int query_warps(int64_t rows_per_kv, int warp_rows) {
 // The kernel version a launch runs: `requested` when non-zero, else DFLASH_ATTENTION from the
 // environment (read once per process, at the first launch): "v1" or "1" (the mma.sync kernels of
 // dflash_attention.cu / dflash_attention_backward.cu), "v2" or "2" (the wgmma kernels of
-// dflash_attention_sm90.cu; the default). Anything else is an error that names the choices.
+// dflash_attention_*_sm90.cu; the default). Anything else is an error that names the choices.
 inline int attention_version(int requested) {
   if (requested != 0) {
     if (requested != 1 && requested != 2)
@@ -349,7 +349,7 @@ __device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int r
 
 }  // namespace dflash::kernels::cuda::attn
 
-// dflash_attention_sm90.cu (sm_90a): version 2 of the kernels, for bf16 q, k, v (and dout) with
+// dflash_attention_*_sm90.cu (sm_90a): version 2 of the kernels, for bf16 q, k, v (and dout) with
 // hd <= 128 on a compute capability 9.0 device. Each returns false, launching nothing, where it
 // does not apply (the caller then runs version 1).
 namespace dflash::kernels::cuda::sm90 {

@@ -2,7 +2,7 @@
 // deterministic without atomics: D = dO . O per query row; dq by one CTA per query block (like
 // the forward); dk and dv by one CTA per key tile, which visits the query blocks that see it in
 // ascending order. P is recomputed per tile from the saved lse. Gradients accumulate (+=). Kernel
-// version 1; version 2 (dflash_attention_sm90.cu) runs instead where it applies and is chosen.
+// version 1; version 2 (dflash_attention_*_sm90.cu) runs instead where it applies and is chosen.
 #include <cmath>
 
 #include "kernels/cuda/dflash_attention.cuh"

@@ -1,5 +1,5 @@
 // Shared-memory tile layout and wgmma matrix descriptors of the sm_90a DFlash attention kernels
-// (dflash_attention_sm90.cu). Plain C++ (host and device), so that a CPU test can check the
+// (dflash_attention_*_sm90.cu). Plain C++ (host and device), so that a CPU test can check the
 // staging addresses against the addresses the descriptors make the tensor cores read.
 //
 // A tile holds R rows (R a multiple of 8) of HDP bf16 columns (HDP = 64 or 128) as HDP/64 slabs of

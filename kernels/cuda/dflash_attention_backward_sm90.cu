@@ -1,0 +1,235 @@
+// DFlash attention backward on Hopper tensor cores (wgmma, sm_90a only): D = dO . O, the dq kernel
+// and the launcher, sm90::backward, which also runs the dk/dv kernels
+// (dflash_attention_dkdv_sm90.cu). The design and what the kernels share: dflash_attention_sm90.cuh.
+#include "kernels/cuda/dflash_attention_sm90.cuh"
+
+namespace dflash::kernels::cuda::sm90 {
+namespace {
+
+// ---- Backward: D = dO . O ----
+
+// delta [B, nh, T]: one row of [B*T*nh, hd] per 16 lanes, 8 elements (16 bytes) per lane, summed
+// in a fixed order (each lane's 8 in order, then a butterfly over the 16 lanes). hd <= 128.
+constexpr int kDeltaThreads = 256;
+__global__ void delta_kernel(const bf16_t* out, const bf16_t* dout, float* delta, int64_t rows, int64_t T, int64_t nh,
+                             int hd) {
+  const int l16 = int(threadIdx.x) & 15;
+  const int64_t pairs = (rows + 1) / 2, stride = int64_t(gridDim.x) * (kDeltaThreads / 32);
+  for (int64_t pr = blockIdx.x * int64_t(kDeltaThreads / 32) + threadIdx.x / 32; pr < pairs; pr += stride) {
+    const int64_t r = 2 * pr + ((threadIdx.x >> 4) & 1);  // warp-uniform loop: both halves take part
+    float acc = 0.0f;
+    if (r < rows && l16 * 8 < hd) {
+      const uint4 ov = *reinterpret_cast<const uint4*>(out + r * hd + l16 * 8);
+      const uint4 dv = *reinterpret_cast<const uint4*>(dout + r * hd + l16 * 8);
+      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&ov);
+      const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&dv);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 of = __bfloat1622float2(o2[i]), df = __bfloat1622float2(d2[i]);
+        acc = fmaf(df.x, of.x, acc);
+        acc = fmaf(df.y, of.y, acc);
+      }
+    }
+#pragma unroll
+    for (int x = 8; x > 0; x >>= 1) acc += __shfl_xor_sync(kFull, acc, x);
+    if (r < rows && l16 == 0) {
+      const int64_t h = r % nh, t = (r / nh) % T, b = r / (nh * T);
+      delta[(b * nh + h) * T + t] = acc;
+    }
+  }
+}
+
+// ---- Backward: dq ----
+
+// Q, dO [2 warpgroups], then kDqStages pairs of K and V tiles, of [64][HDP].
+constexpr int kDqStages = 4;
+template <int HDP>
+constexpr int dq_smem_bytes() {
+  return 1024 + int(tile_bytes(kRows, HDP)) * (4 + 2 * kDqStages);
+}
+
+// The query side as in the forward. Per warpgroup, the key tiles it sees in halves of 32 keys (to
+// keep the accumulators in registers), in FlashAttention-3's order: half u issues S = Q K^T and
+// dP = dO V^T (wgmma, Q and dO as register fragments) and then dq_acc += dS(u-1) K(u-1) for the
+// previous half, waits for S and dP only, computes P = exp2(S * scale * log2e - lse * log2e) and
+// dS = P (dP - D) while dS(u-1) K(u-1) runs, then waits for it and writes dS(u) into the A
+// fragments it read. Each half's two shapes (a product pending or not) are straight-line code.
+// Loads run two tiles ahead into kDqStages = 4 buffers, so the previous tile's K is still there
+// for its pending product; a pending product is finished before a tile the warpgroup skips (whose
+// barrier may reuse older buffers) and at the end. dq += scale * dq_acc, each element by one
+// thread.
+template <int HDP>
+__global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
+  constexpr int KS = HDP / 16, NO = HDP / 2;
+  constexpr uint32_t TB = tile_bytes(kRows, HDP);
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sO = sQ + 2 * TB, sK = sO + 2 * TB,
+                 sV = sK + kDqStages * TB;
+  const Geometry& G = p.G;
+  const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd);
+  const QueryCta c = query_cta(p);
+  const WgView w = wg_view(p, c, wg);
+
+  auto stage_kv = [&](int t) {
+    if (t < c.ntiles) {
+      const uint32_t at = uint32_t(t % kDqStages) * TB;
+      stage_rows<HDP>(sK + at, p.k, sV + at, p.v, tid, hd, [&](int r) { return key_offset(c, t * kRows + r); });
+    }
+  };
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    stage_rows<HDP>(sQ + uint32_t(h) * TB, p.q, sO + uint32_t(h) * TB, p.dout, tid, hd, [&](int r) -> int64_t {
+      const int R = c.R0 + h * kRows + r;
+      int64_t li;
+      return R < p.NR ? query_offset(p, c.b, c.g, R, &li) : -1;
+    });
+  stage_kv(0);
+  cp_commit();
+  stage_kv(1);
+  cp_commit();
+  cp_wait<1>();
+  fence_async_shared();
+  __syncthreads();
+
+  const int wrow = c.R0 + wg * kRows + warp * 16 + gq;
+  const QueryRow rows[2] = {query_row_info(p, c, wrow), query_row_info(p, c, wrow + 8)};
+  float lse2[2], D[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    lse2[i] = rows[i].kept ? p.lse_in[rows[i].lse_index] * kLog2e : 0.0f;
+    D[i] = rows[i].kept ? p.delta[rows[i].lse_index] : 0.0f;
+  }
+  uint32_t qa[KS][4], oa[KS][4];
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    load_a_frag(qa[kk], sQ + uint32_t(wg) * TB, warp * 16, kk, lane);
+    load_a_frag(oa[kk], sO + uint32_t(wg) * TB, warp * 16, kk, lane);
+  }
+
+  const float sc = G.scale * kLog2e;
+  float dq[NO] = {}, s[16] = {}, dp[16] = {};  // (64, HDP) sum of dS K; (64, 32) S then dS; dO V^T
+  uint32_t da[2][4] = {};                      // dS of the pending half as A fragments (16 keys each)
+  bool pending = false;                        // dq_acc += dS K of the half at K tile pk, rows prow0
+  uint32_t pk = 0;
+  int prow0 = 0;
+  auto issue_sdp = [&](uint32_t kt, uint32_t vt, int row0) {  // s = Q K^T, dp = dO V^T (32 keys)
+    pin(s);
+    pin(dp);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(s, qa[kk], kmajor_desc(kt, kRows, row0, kk), kk > 0 ? 1 : 0);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(dp, oa[kk], kmajor_desc(vt, kRows, row0, kk), kk > 0 ? 1 : 0);
+    wg_commit();
+  };
+  auto issue_dq = [&] {  // dq_acc += dS K for the pending half
+    pin(dq);
+    pin(da);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) mma_rs<HDP, 1>(dq, da[kk], mnmajor_desc(pk, kRows, prow0, kk), 1);
+    wg_commit();
+  };
+  auto elementwise = [&](int v0, bool full) {  // s = dS of the 32 keys from virtual key v0
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int x = 4 * j + 2 * i + e;
+          const float pr = attn::exp2_ftz(fmaf(s[x], sc, -lse2[i]));
+          const bool vis = full | sees(rows[i], v0 + 8 * j + 2 * tq + e);
+          s[x] = vis ? pr * (dp[x] - D[i]) : 0.0f;
+        }
+  };
+  for (int t = 0; t < c.ntiles; ++t) {
+    cp_wait<1>();  // tile t landed (this thread's copies)
+    fence_async_shared();
+    __syncthreads();  // everyone's copies landed; every warpgroup is done with tile t-2
+    stage_kv(t + 2);  // into tile t-2's buffer
+    cp_commit();
+    if (!tile_active(w, t)) {
+      if (pending) {  // its K tile may be refilled two barriers on
+        issue_dq();
+        wg_wait<0>();
+        pin(dq);
+        pin(da);
+        pending = false;
+      }
+      continue;
+    }
+    const uint32_t kt = sK + uint32_t(t % kDqStages) * TB, vt = sV + uint32_t(t % kDqStages) * TB;
+    const bool full = tile_full(w, t);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (pending) {
+        issue_sdp(kt, vt, 32 * h);
+        issue_dq();
+        wg_wait<1>();  // S and dP done; dS(u-1) K(u-1) may still run
+        pin(s);
+        pin(dp);
+        elementwise(t * kRows + 32 * h, full);
+        wg_wait<0>();  // dS(u-1) K(u-1) done: its fragments may be rewritten
+        pin(dq);
+        pin(da);
+      } else {
+        issue_sdp(kt, vt, 32 * h);
+        wg_wait<0>();
+        pin(s);
+        pin(dp);
+        elementwise(t * kRows + 32 * h, full);
+      }
+      a_frag(da[0], s, 0);
+      a_frag(da[1], s, 1);
+      pending = true;
+      pk = kt;
+      prow0 = 32 * h;
+    }
+  }
+  if (pending) {
+    issue_dq();
+    wg_wait<0>();
+    pin(dq);
+  }
+  if (p.dq == nullptr) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const QueryRow& r = rows[i];
+    if (!r.kept) continue;
+#pragma unroll
+    for (int j = 0; j < HDP / 8; ++j) {
+      const int col = 8 * j + 2 * tq;
+      if (col >= hd) break;
+      add_pair(p.dq, p.dq_bf16, r.off + col, G.scale * dq[4 * j + 2 * i], G.scale * dq[4 * j + 2 * i + 1]);
+    }
+  }
+}
+
+}  // namespace
+
+bool backward(const DflashAttentionBackward& a, void* stream) {
+  if (!applies(a.bf16 && a.dout_bf16, a.d.hd)) return false;
+  Params p = base_params(a.q, a.k, a.v, a.anchors, a.keep, a.d);
+  p.dout = static_cast<const bf16_t*>(a.dout);
+  p.lse_in = a.lse;
+  p.delta = a.delta;
+  p.dq = a.dq, p.dk = a.dk, p.dv = a.dv;
+  p.dq_bf16 = a.dq_bf16, p.dk_bf16 = a.dk_bf16, p.dv_bf16 = a.dv_bf16;
+  const Geometry& G = p.G;
+  cudaStream_t s = as_stream(stream);
+  const int64_t rows = G.B * G.T * G.nh;
+  delta_kernel<<<blocks_for((rows + 1) / 2, kDeltaThreads / 32), kDeltaThreads, 0, s>>>(
+      static_cast<const bf16_t*>(a.out), p.dout, a.delta, rows, G.T, G.nh, int(G.hd));
+  check_launch("dflash_attention_backward (sm90): delta");
+  if (p.dq != nullptr) {
+    const unsigned grid = unsigned(G.B * G.nkv * p.nct);
+    if (G.hd <= 64) launch(dq_kernel<64>, grid, dq_smem_bytes<64>(), s, p, "dflash_attention_backward (sm90): dq");
+    else launch(dq_kernel<128>, grid, dq_smem_bytes<128>(), s, p, "dflash_attention_backward (sm90): dq");
+  }
+  if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s);
+  return true;
+}
+
+}  // namespace dflash::kernels::cuda::sm90

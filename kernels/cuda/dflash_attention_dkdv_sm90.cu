@@ -1,0 +1,288 @@
+// DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared and
+// split modes and launch_dkdv, which sm90::backward (dflash_attention_backward_sm90.cu) calls. The
+// design and what the kernels share: dflash_attention_sm90.cuh.
+#include "kernels/cuda/dflash_attention_sm90.cuh"
+
+namespace dflash::kernels::cuda::sm90 {
+namespace {
+
+// ---- Backward: dk, dv ----
+
+// Two modes. Shared (SPLIT = false): a CTA owns 128 keys, 64 per warpgroup, and both warpgroups
+// use each chunk of 64 query rows, staged once (one pipeline, kStages deep). Split (SPLIT = true,
+// for grids too small to fill the GPU, where the keys seen by every block dominate): a CTA owns 64
+// keys, shared by both warpgroups, and warpgroup w takes chunks w, w+2, ... through its own
+// pipeline (2 stages, its own barrier); at the end the two partial sums are added in a fixed order
+// (warpgroup 0's, then warpgroup 1's) through shared memory.
+template <bool SPLIT>
+struct DkdvMode {
+  static constexpr int kKeys = SPLIT ? kRows : kCtaRows;  // keys per CTA
+  static constexpr int kKeyTiles = kKeys / kRows;
+  static constexpr int kPipes = SPLIT ? 2 : 1;       // chunk pipelines
+  static constexpr int kPipeThreads = kThreads / kPipes;
+  static constexpr int kDepth = SPLIT ? 2 : kStages;  // stages per pipeline
+  static constexpr int kAhead = kDepth - 1;           // chunks in flight ahead of the one computed
+};
+
+// K, V [key tiles], then per pipeline kDepth pairs of Q and dO chunks, of [64][HDP]; then per
+// pipeline and stage the chunk rows' lse, D, anchor and keep (4 x 64 words).
+template <int HDP, bool SPLIT>
+constexpr int dkdv_smem_bytes() {
+  using M = DkdvMode<SPLIT>;
+  return 1024 + int(tile_bytes(kRows, HDP)) * (2 * M::kKeyTiles + 2 * M::kPipes * M::kDepth) +
+         M::kPipes * M::kDepth * 4 * kRows * 4;
+}
+
+// Grid: B * nkv * nctx context CTAs (key range 0 first: nearly every block sees it), then
+// B * nkv * ndraft draft CTAs, of kKeys keys each. The CTA walks the rows [first * rpk,
+// (last + 1) * rpk) of the first and last kept blocks that see any of its keys (context key k:
+// anchor > k; draft key: its own block), in chunks of 64 rows. Per chunk and warpgroup: S^T =
+// K Q^T and dP^T = V dO^T (wgmma, K and V as shared A operands), P^T = exp2(S^T * scale * log2e -
+// lse * log2e) where the row sees the key, else 0; dS^T = P^T (dP^T - D); dV += P^T dO and dK +=
+// dS^T Q (P^T, dS^T as register fragments, dO and Q read MN-major). A chunk none of whose rows
+// sees the warpgroup's keys is skipped, one that sees them all is not masked. At the end dv += dV
+// and dk += scale * dK, each element by one thread.
+template <int HDP, bool SPLIT>
+__global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
+  using M = DkdvMode<SPLIT>;
+  constexpr int NO = HDP / 2, KS = HDP / 16;
+  constexpr uint32_t TB = tile_bytes(kRows, HDP);
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ int s_first, s_last;
+  const uint32_t raw = smem_u32(smem_raw), sK = (raw + 1023u) & ~1023u, sV = sK + M::kKeyTiles * TB,
+                 sPipes = sV + M::kKeyTiles * TB, sMeta = sPipes + M::kPipes * M::kDepth * 2 * TB;
+  const Geometry& G = p.G;
+  const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd), S = int(G.S), bs = int(G.bs), N = int(G.N);
+  // This thread's pipeline and its index there; the pipeline's Q and dO chunk tiles (stage i at
+  // + 2i TB and + (2i + 1) TB) and its meta words (stage i, field f, row r: 4 (4 (i) + f) 64 + 4r).
+  const int pipe = SPLIT ? wg : 0, ptid = SPLIT ? tid & 127 : tid;
+  const uint32_t sChunks = sPipes + uint32_t(pipe * M::kDepth * 2) * TB;
+  const uint32_t sPipeMeta = sMeta + uint32_t(pipe * M::kDepth * 4 * kRows * 4);
+  const unsigned char* meta = smem_raw + (sPipeMeta - raw);  // the same bytes through a generic pointer
+
+  const int per = int(G.B * G.nkv);
+  int bid = int(blockIdx.x);  // the grid is < 2^31 CTAs
+  const bool ctx = bid < per * p.nctx;
+  if (!ctx) bid -= per * p.nctx;
+  const int range = bid / per, b = (bid % per) / int(G.nkv), g = (bid % per) % int(G.nkv);
+  const int key0 = ctx ? range * M::kKeys : S + range * M::kKeys, kend = ctx ? S : S + int(G.T);
+  const int32_t *anchors = p.anchors + int64_t(b) * N, *keep = p.keep + int64_t(b) * N;
+
+  // The first and last kept blocks that see a key of [key0, key0 + kKeys): integer min and max,
+  // so the answer does not depend on the order of the atomics.
+  if (tid == 0) s_first = N, s_last = -1;
+  __syncthreads();
+  if (ctx) {
+    for (int a = tid; a < N; a += kThreads)
+      if (keep[a] != 0 && clamp_anchor(anchors[a], S) > key0) atomicMin(&s_first, a), atomicMax(&s_last, a);
+  } else {
+    const int a_lo = (key0 - S) / bs, a_hi = min(N - 1, (key0 - S + M::kKeys - 1) / bs);
+    for (int a = a_lo + tid; a <= a_hi; a += kThreads)
+      if (keep[a] != 0) atomicMin(&s_first, a), atomicMax(&s_last, a);
+  }
+  __syncthreads();
+  const int first = s_first, last = s_last;
+  if (first > last) return;  // no row sees these keys: their gradients get nothing
+  const int Rb = first * p.rpk, Re = (last + 1) * p.rpk, nch = (Re - Rb + kRows - 1) / kRows;
+  // This pipeline's chunks: i = 0 .. nloc-1 is chunk ch(i).
+  const int nloc = SPLIT ? (nch - pipe + 1) / 2 : nch;
+  auto chunk_of = [&](int i) { return SPLIT ? 2 * i + pipe : i; };
+
+  const int64_t kv_base = (int64_t(b) * G.keys * G.nkv + g) * G.hd;
+  const int kv_stride = int(G.nkv * G.hd);
+#pragma unroll
+  for (int h = 0; h < M::kKeyTiles; ++h)
+    stage_rows<HDP>(sK + uint32_t(h) * TB, p.k, sV + uint32_t(h) * TB, p.v, tid, hd, [&](int r) -> int64_t {
+      const int key = key0 + h * kRows + r;
+      return key < kend ? kv_base + int64_t(key) * kv_stride : -1;
+    });
+  auto stage_chunk = [&](int i) {  // chunk ch(i) into stage i % kDepth, by the pipeline's threads
+    if (i >= nloc) return;
+    const int stg = i % M::kDepth, R0 = Rb + chunk_of(i) * kRows;
+    stage_rows<HDP, M::kPipeThreads>(sChunks + uint32_t(2 * stg) * TB, p.q, sChunks + uint32_t(2 * stg + 1) * TB,
+                                     p.dout, ptid, hd, [&](int r) -> int64_t {
+                                       int64_t li;
+                                       return R0 + r < Re ? query_offset(p, b, g, R0 + r, &li) : -1;
+                                     });
+    // Row r's lse, D, anchor and keep: 4 * 64 words, kThreads / M::kPipeThreads per thread.
+#pragma unroll
+    for (int x = ptid; x < 4 * kRows; x += M::kPipeThreads) {
+      const int r = x & (kRows - 1), field = x >> 6, R = R0 + r;
+      const void* src = keep;
+      if (R < Re) {
+        const int a = block_of(p, R);
+        int64_t li;
+        query_offset(p, b, g, R, &li);
+        const void* lse_or_d = field == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
+        const void* anchor_or_keep = field == 2 ? anchors + a : keep + a;
+        src = field < 2 ? lse_or_d : anchor_or_keep;
+      }
+      cp4(sPipeMeta + uint32_t((stg * 4 + field) * kRows + r) * 4u, src, R < Re);
+    }
+  };
+  stage_chunk(0);
+  cp_commit();  // with K and V
+#pragma unroll
+  for (int i = 1; i < M::kAhead; ++i) {
+    stage_chunk(i);
+    cp_commit();
+  }
+  cp_wait<M::kAhead - 1>();  // K, V and chunk 0 of every pipeline
+  fence_async_shared();
+  __syncthreads();
+
+  const float sc = G.scale * kLog2e;
+  const int wk0 = key0 + (SPLIT ? 0 : wg * kRows);                    // the warpgroup's first key
+  const int kidx[2] = {wk0 + warp * 16 + gq, wk0 + warp * 16 + gq + 8};  // the thread's two keys
+  const uint32_t kt = sK + uint32_t(SPLIT ? 0 : wg) * TB, vt = sV + uint32_t(SPLIT ? 0 : wg) * TB;
+  float dv[NO] = {}, dk[NO] = {};       // (64 keys, HDP): sum of P^T dO, sum of dS^T Q
+  float st[32] = {}, dpt[32] = {};      // (64 keys, 64 rows): S^T then P^T; dP^T then dS^T
+  for (int i = 0; i < nloc; ++i) {
+    cp_wait<M::kAhead - 1>();  // chunk i landed (this thread's copies)
+    fence_async_shared();
+    if (SPLIT) wg_barrier(wg);  // the pipeline's copies landed; it is done with chunk i-1
+    else __syncthreads();
+    stage_chunk(i + M::kAhead);
+    cp_commit();
+    const int stg = i % M::kDepth, ch = chunk_of(i);
+    const float* mlse = reinterpret_cast<const float*>(meta) + (stg * 4 + 0) * kRows;
+    const float* mD = reinterpret_cast<const float*>(meta) + (stg * 4 + 1) * kRows;
+    const int* manc = reinterpret_cast<const int*>(meta) + (stg * 4 + 2) * kRows;
+    const int* mkeep = reinterpret_cast<const int*>(meta) + (stg * 4 + 3) * kRows;
+    // Chunk row r sees the keys [lo, hi) (empty past the rows or when its block is dropped).
+    auto seen_keys = [&](int r, int* lo, int* hi) {
+      const int R = Rb + ch * kRows + r;
+      const bool kp = R < Re && mkeep[r] != 0;
+      if (ctx) {
+        *lo = 0;
+        *hi = kp ? clamp_anchor(manc[r], S) : 0;
+      } else {
+        *lo = kp ? S + block_of(p, R) * bs : 0;
+        *hi = kp ? *lo + bs : 0;
+      }
+    };
+    int lo0, hi0, lo1, hi1;  // rows lane and lane + 32; every warp of the warpgroup reads all 64
+    seen_keys(lane, &lo0, &hi0);
+    seen_keys(lane + 32, &lo1, &hi1);
+    const int wk1 = wk0 + kRows;
+    if (!__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) continue;
+    const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
+    const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
+    pin(st);
+    pin(dpt);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+      mma_ss<64, 0, 0>(st, kmajor_desc(kt, kRows, 0, kk), kmajor_desc(qt, kRows, 0, kk), kk > 0 ? 1 : 0);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+      mma_ss<64, 0, 0>(dpt, kmajor_desc(vt, kRows, 0, kk), kmajor_desc(ot, kRows, 0, kk), kk > 0 ? 1 : 0);
+    wg_commit();
+    wg_wait<0>();
+    pin(st);
+    pin(dpt);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2*>(mlse + 8 * j + 2 * tq);
+      const float2 d2 = *reinterpret_cast<const float2*>(mD + 8 * j + 2 * tq);
+      int lo[2] = {0, 0}, hi[2] = {0, 0};
+      if (!full) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int src = (8 * j + 2 * tq + e) & 31;  // column 8j + 2tq + e: lane src, row slot j / 4
+          lo[e] = __shfl_sync(kFull, j < 4 ? lo0 : lo1, src);
+          hi[e] = __shfl_sync(kFull, j < 4 ? hi0 : hi1, src);
+        }
+      }
+#pragma unroll
+      for (int i2 = 0; i2 < 2; ++i2)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int x = 4 * j + 2 * i2 + e;
+          const float lse2 = (e ? l2.y : l2.x) * kLog2e, d = e ? d2.y : d2.x;
+          const float pr = attn::exp2_ftz(fmaf(st[x], sc, -lse2));
+          const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] < hi[e]));
+          st[x] = vis ? pr : 0.0f;
+          dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;
+        }
+    }
+    uint32_t pa[4][4], da[4][4];  // P^T and dS^T as A fragments, k-steps of 16 chunk rows
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      a_frag(pa[kk], st, kk);
+      a_frag(da[kk], dpt, kk);
+    }
+    pin(dv);
+    pin(dk);
+    pin(pa);
+    pin(da);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dv, pa[kk], mnmajor_desc(ot, kRows, 0, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], mnmajor_desc(qt, kRows, 0, kk), 1);
+    wg_commit();
+    wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier
+    pin(dv);
+    pin(dk);
+  }
+  if constexpr (SPLIT) {
+    // Warpgroup 1 hands its sums to warpgroup 0 through its own (idle) pipeline buffers, element
+    // e of thread t at float e * 128 + t; warpgroup 0 adds them to its own in that fixed order.
+    float* xchg = reinterpret_cast<float*>(smem_raw + (sPipes + uint32_t(M::kDepth * 2) * TB - raw));
+    static_assert(2 * NO * 128 * 4 <= int(2 * M::kDepth * TB), "the exchange fits a pipeline's buffers");
+    if (wg == 1) {
+#pragma unroll
+      for (int e = 0; e < NO; ++e) xchg[e * 128 + ptid] = dv[e], xchg[(NO + e) * 128 + ptid] = dk[e];
+    }
+    __syncthreads();
+    if (wg == 1) return;
+#pragma unroll
+    for (int e = 0; e < NO; ++e) dv[e] += xchg[e * 128 + ptid], dk[e] += xchg[(NO + e) * 128 + ptid];
+  }
+#pragma unroll
+  for (int i2 = 0; i2 < 2; ++i2) {
+    const int key = kidx[i2];
+    if (key >= kend) continue;
+    const int64_t base = kv_base + int64_t(key) * kv_stride;
+#pragma unroll
+    for (int j = 0; j < HDP / 8; ++j) {
+      const int col = 8 * j + 2 * tq;
+      if (col >= hd) break;
+      if (p.dv != nullptr) add_pair(p.dv, p.dv_bf16, base + col, dv[4 * j + 2 * i2], dv[4 * j + 2 * i2 + 1]);
+      if (p.dk != nullptr)
+        add_pair(p.dk, p.dk_bf16, base + col, G.scale * dk[4 * j + 2 * i2], G.scale * dk[4 * j + 2 * i2 + 1]);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_dkdv(Params p, cudaStream_t s) {
+  const Geometry& G = p.G;
+  // The shared mode (128 keys per CTA, chunks staged once for both warpgroups) moves fewer bytes
+  // per product; the split mode (64 keys per CTA, the chunks dealt to the two warpgroups) halves
+  // the longest CTA. Split where the shared mode's context CTAs, of which the first sees nearly
+  // every block, would not fill the GPU one and a half times (e.g. 1024:128 and 2048:256 with
+  // 8 kv heads on 132 SMs, not 4096:512).
+  // DFLASH_ATTENTION_DKDV=split|shared (read at every launch; a tuning knob) overrides.
+  const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
+  const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
+  const std::string mode = force ? force : "";
+  const bool split = mode == "split" || (mode != "shared" && 2 * shared_ctx < 3 * int64_t(device_info().sms));
+  const int keys = split ? DkdvMode<true>::kKeys : DkdvMode<false>::kKeys;
+  p.nctx = int((G.S + keys - 1) / keys);
+  p.ndraft = int((G.T + keys - 1) / keys);
+  const unsigned grid = unsigned(G.B * G.nkv * (p.nctx + p.ndraft));
+  const char* what = "dflash_attention_backward (sm90): dk/dv";
+  if (split) {
+    if (G.hd <= 64) launch(dkdv_kernel<64, true>, grid, dkdv_smem_bytes<64, true>(), s, p, what);
+    else launch(dkdv_kernel<128, true>, grid, dkdv_smem_bytes<128, true>(), s, p, what);
+  } else {
+    if (G.hd <= 64) launch(dkdv_kernel<64, false>, grid, dkdv_smem_bytes<64, false>(), s, p, what);
+    else launch(dkdv_kernel<128, false>, grid, dkdv_smem_bytes<128, false>(), s, p, what);
+  }
+}
+
+}  // namespace dflash::kernels::cuda::sm90

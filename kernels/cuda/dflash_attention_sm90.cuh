@@ -1,0 +1,285 @@
+// DFlash block-sparse attention on Hopper tensor cores (wgmma, sm_90a only): what the forward
+// (dflash_attention_forward_sm90.cu), dq (dflash_attention_backward_sm90.cu) and dk/dv
+// (dflash_attention_dkdv_sm90.cu) kernels share: constants, arguments, staging, the query-side
+// geometry and the launch helpers. dflash_attention.cu and dflash_attention_backward.cu run them
+// for bf16 tensors with head dim <= 128 when the kernel version is 2 (cuda_kernels.h). Same
+// semantics as the v1 kernels (kernels/cpu/attention.cpp, DFLASH.md "The attention mask") and the
+// same determinism: every output element is written by one thread of one CTA, each sum runs in a
+// fixed order, no float atomics.
+//
+// Rows. The query rows that kv head g serves are numbered R = a * rpk + rr (block a; rr = hq * bs
+// + slot as in the v1 kernels; rpk = group * bs, the drafter's 4 * 16 = 64).
+// Forward and dq: a CTA of two warpgroups takes 128 consecutive rows (the drafter's two blocks),
+// 64 per warpgroup (wgmma's M). Both warpgroups walk one virtual key sequence: context keys
+// 0 .. Amax-1 (Amax: the largest anchor among the CTA's kept blocks), then the draft keys of the
+// CTA's blocks, in tiles of 64 keys staged once for both. A row sees virtual key v when v is below
+// its anchor or is one of its own block's draft keys; a warpgroup skips tiles none of its rows
+// sees. Sorted anchors (the data pipeline's) keep a CTA's blocks close, so little is masked or
+// skipped; unsorted anchors stay correct, only slower.
+// dk/dv: a CTA takes 128 keys, 64 per warpgroup (context keys, or draft keys), and walks the rows
+// of the blocks between the first and the last that see them, in chunks of 64 rows staged once
+// for both warpgroups; rows that do not see a key are masked (P = 0). For grids too small to fill
+// the GPU, a split mode: 64 keys per CTA, the chunks dealt to the two warpgroups, their partial
+// sums added in a fixed order at the end.
+//
+// Operands sit in 128-byte-swizzled shared tiles (dflash_attention_sm90.h), filled by cp.async
+// (two or three stages deep); each thread waits for its own copies, fences them for the async
+// proxy (fence.proxy.async) and meets the others at a barrier before any warpgroup reads the tile.
+// A buffer is refilled only after a barrier that every reader reaches after waiting for its wgmma
+// reads of it. Q and dO of the query-side kernels are held as register A fragments; P and dS go
+// from the f32 accumulators to register A fragments. Every group of wgmmas is issued, committed
+// and waited for in straight-line code, with the registers it uses pinned around it (see pin), so
+// that ptxas keeps the wgmmas pipelined; ptxas -v reports no C751x serialization and no spills in
+// the main loops.
+#pragma once
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cuda/dflash_attention.cuh"
+#include "kernels/cuda/dflash_attention_sm90.h"
+#include "kernels/cuda/dflash_attention_sm90_ptx.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "kernels/cuda/*_sm90.cu must be built for sm_90a only (-gencode=arch=compute_90a,code=sm_90a)"
+#endif
+
+namespace dflash::kernels::cuda::sm90 {
+
+using attn::Geometry;
+
+constexpr int kThreads = 256;              // two warpgroups
+constexpr int kRows = 64;                  // rows of every tile: a warpgroup's M, a key tile, a row chunk
+constexpr int kCtaRows = 2 * kRows;        // query rows (forward, dq) or keys (dk/dv) of a CTA
+constexpr int kStages = 3;                 // forward: K and V tiles; dq: K/V tile pairs; dk/dv: row chunks
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+constexpr unsigned kFull = 0xffffffffu;
+
+// ---- Kernel arguments ----
+
+struct Params {
+  const bf16_t *q, *k, *v, *dout;  // [B, T, nh, hd], [B, S+T, nkv, hd] x 2, [B, T, nh, hd]
+  const int32_t *anchors, *keep;   // [B, N]
+  Geometry G;
+  int rpk, NR, nct;     // rows per block and kv head (group * bs), N * rpk, query-side CTAs per (b, g)
+  uint64_t rpk_magic;   // div_magic(rpk): R / rpk in one multiply-high
+  int nctx, ndraft;     // dk/dv CTAs per (b, g): context and draft key ranges (128 or 64 keys)
+  bf16_t* out;          // forward: [B, T, nh, hd]
+  float* lse;           // forward: [B, nh, T]
+  const float *lse_in, *delta;  // backward: [B, nh, T] each
+  void *dq, *dk, *dv;           // backward: += (any may be null for dk/dv; dq kernel runs only with dq)
+  bool dq_bf16, dk_bf16, dv_bf16;
+};
+
+// ---- Staging ----
+
+// The A fragment of rows m0..m0+15, k-step kk of a [64][HDP] tile (ldmatrix of the swizzled pieces).
+__device__ __forceinline__ void load_a_frag(uint32_t (&r)[4], uint32_t tile, int m0, int kk, int lane) {
+  const int row = m0 + (lane & 7) + ((lane >> 3) & 1) * 8, piece = 2 * kk + (lane >> 4);
+  ldsm4(r, tile + piece_offset(kRows, row, piece));
+}
+
+// Rows 0..63 of the [64][HDP] tiles t0 (from s0) and t1 (from s1, if not null): row r from element
+// offset off(r) (-1: a zero row); columns >= hd are zero. Thread tix of NT; complete after
+// cp_wait, fence_async_shared and a barrier over the NT threads.
+template <int HDP, int NT = kThreads, class Off>
+__device__ __forceinline__ void stage_rows(uint32_t t0, const bf16_t* s0, uint32_t t1, const bf16_t* s1, int tix,
+                                           int hd, Off off) {
+  constexpr int kPieces = HDP / 8, kPer = kRows * kPieces / NT;
+  static_assert(kRows * kPieces % NT == 0, "tile pieces must split evenly over the threads");
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int id = tix + j * NT, row = id / kPieces, piece = id % kPieces;
+    const int64_t o = off(row);
+    const bool ok = o >= 0 && piece * 8 < hd;
+    const int64_t at = ok ? o + piece * 8 : 0;
+    const uint32_t dst = piece_offset(kRows, row, piece);
+    cp16(t0 + dst, s0 + at, ok);
+    if (s1 != nullptr) cp16(t1 + dst, s1 + at, ok);
+  }
+}
+
+// Barrier over the 128 threads of warpgroup wg (ids 1 and 2; __syncthreads is id 0).
+__device__ __forceinline__ void wg_barrier(int wg) {
+  if (wg == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
+
+__device__ __forceinline__ int clamp_anchor(int32_t raw, int S) { return raw < 0 ? 0 : (raw > S ? S : int(raw)); }
+
+// Element offset of query row R (< NR) of kv head g in batch b in q / dout; sets its lse index.
+__device__ __forceinline__ int block_of(const Params& p, int R) {
+  return int(div_by_magic(uint32_t(R), p.rpk_magic));
+}
+__device__ __forceinline__ int64_t query_offset(const Params& p, int b, int g, int R, int64_t* lse_index) {
+  const int a = block_of(p, R), rr = R - a * p.rpk;
+  return attn::query_row(p.G, b, a, g, rr, lse_index) * p.G.hd;
+}
+
+// ---- The query side (forward, dq) ----
+
+// The CTA's rows R0 .. R0+127 of kv head g in batch b and its virtual key sequence of length L:
+// keys 0..Amax-1 are context keys, Amax + i is draft key draft0 + i.
+struct QueryCta {
+  int b, g, R0, a_first, Amax, L, ntiles, draft0, kv_stride;
+  int64_t kv_base;  // element offset of key 0 of (b, g)
+};
+// Grid: B * nkv * nct CTAs, the last rows (largest anchors when sorted) first.
+__device__ __forceinline__ QueryCta query_cta(const Params& p) {
+  const Geometry& G = p.G;
+  QueryCta c;
+  unsigned bid = blockIdx.x;
+  c.g = int(bid % unsigned(G.nkv));
+  bid /= unsigned(G.nkv);
+  c.b = int(bid % unsigned(G.B));
+  c.R0 = (p.nct - 1 - int(bid / unsigned(G.B))) * kCtaRows;
+  const int S = int(G.S), bs = int(G.bs), Rend = min(c.R0 + kCtaRows, p.NR);
+  c.a_first = c.R0 / p.rpk;
+  const int a_last = (Rend - 1) / p.rpk;
+  const int32_t *anchors = p.anchors + int64_t(c.b) * G.N, *keep = p.keep + int64_t(c.b) * G.N;
+  int amax = 0;
+  for (int a = c.a_first; a <= a_last; ++a)
+    if (keep[a] != 0) amax = max(amax, clamp_anchor(anchors[a], S));
+  c.Amax = amax;
+  c.L = amax + (a_last - c.a_first + 1) * bs;
+  c.ntiles = (c.L + kRows - 1) / kRows;
+  c.draft0 = S + c.a_first * bs;
+  c.kv_base = (int64_t(c.b) * G.keys * G.nkv + c.g) * G.hd;
+  c.kv_stride = int(G.nkv * G.hd);
+  return c;
+}
+// Element offset in k / v of virtual key v, or -1 past the sequence.
+__device__ __forceinline__ int64_t key_offset(const QueryCta& c, int v) {
+  if (v >= c.L) return -1;
+  return c.kv_base + int64_t(v < c.Amax ? v : c.draft0 + (v - c.Amax)) * c.kv_stride;
+}
+
+// What the kept rows of one warpgroup see: context keys below ctx_max (all of them below ctx_min)
+// and draft keys in [dlo, dhi). any = false: no kept row (nothing to compute).
+struct WgView {
+  bool any;
+  int ctx_max, ctx_min, dlo, dhi;
+};
+__device__ __forceinline__ WgView wg_view(const Params& p, const QueryCta& c, int wg) {
+  WgView w{false, 0, INT_MAX, INT_MAX, 0};
+  const int r0 = c.R0 + wg * kRows, r1 = min(r0 + kRows, p.NR);
+  if (r0 >= r1) return w;
+  const int S = int(p.G.S), bs = int(p.G.bs);
+  const int32_t *anchors = p.anchors + int64_t(c.b) * p.G.N, *keep = p.keep + int64_t(c.b) * p.G.N;
+  for (int a = r0 / p.rpk; a <= (r1 - 1) / p.rpk; ++a) {
+    if (keep[a] == 0) continue;
+    const int ctx = clamp_anchor(anchors[a], S), dlo = c.Amax + (a - c.a_first) * bs;
+    w.any = true;
+    w.ctx_max = max(w.ctx_max, ctx);
+    w.ctx_min = min(w.ctx_min, ctx);
+    w.dlo = min(w.dlo, dlo);
+    w.dhi = max(w.dhi, dlo + bs);
+  }
+  return w;
+}
+// Tile t holds a key some kept row of the warpgroup sees.
+__device__ __forceinline__ bool tile_active(const WgView& w, int t) {
+  const int v0 = t * kRows;
+  return w.any && (v0 < w.ctx_max || (v0 + kRows > w.dlo && v0 < w.dhi));
+}
+// Every kept row of the warpgroup sees every key of tile t (context keys only): no mask.
+__device__ __forceinline__ bool tile_full(const WgView& w, int t) { return (t + 1) * kRows <= w.ctx_min; }
+
+// One of a thread's two rows: what it sees (nothing when dropped or past the rows) and where it is.
+struct QueryRow {
+  bool valid, kept;
+  int ctx, dlo, dhi;  // sees virtual keys v < ctx and dlo <= v < dhi
+  int64_t off, lse_index;
+};
+__device__ __forceinline__ QueryRow query_row_info(const Params& p, const QueryCta& c, int R) {
+  QueryRow r{false, false, 0, 0, 0, -1, 0};
+  if (R >= p.NR) return r;
+  const int a = block_of(p, R);
+  r.valid = true;
+  r.kept = p.keep[int64_t(c.b) * p.G.N + a] != 0;
+  if (r.kept) {
+    r.ctx = clamp_anchor(p.anchors[int64_t(c.b) * p.G.N + a], int(p.G.S));
+    r.dlo = c.Amax + (a - c.a_first) * int(p.G.bs);
+    r.dhi = r.dlo + int(p.G.bs);
+  }
+  r.off = query_offset(p, c.b, c.g, R, &r.lse_index);
+  return r;
+}
+__device__ __forceinline__ bool sees(const QueryRow& r, int v) {
+  return (v < r.ctx) | ((v >= r.dlo) & (v < r.dhi));  // no short circuit: selects, not branches
+}
+
+// ---- Gradient output (dq, dk/dv) ----
+
+// f32 pair p[i], p[i+1] += x, y in p's dtype (i even; rows hold hd % 8 == 0 elements).
+__device__ __forceinline__ void add_pair(void* p, bool bf16, int64_t i, float x, float y) {
+  if (bf16) {
+    __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(static_cast<bf16_t*>(p) + i);
+    const float2 old = __bfloat1622float2(*q);
+    *q = __floats2bfloat162_rn(old.x + x, old.y + y);
+  } else {
+    float2* q = reinterpret_cast<float2*>(static_cast<float*>(p) + i);
+    const float2 old = *q;
+    *q = make_float2(old.x + x, old.y + y);
+  }
+}
+
+// ---- Launch helpers (host) ----
+
+// sm_90a machine code runs on compute capability 9.0 only; the SM count sizes the dk/dv grid.
+// Both asked once per device.
+struct DeviceInfo {
+  bool sm90;
+  int sms;
+};
+inline DeviceInfo device_info() {
+  static std::atomic<int> known[64];  // 0: not asked yet, else 1 + 2 * sms + (sm90 ? 1 : 0)
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return {false, 0};
+  auto ask = [dev] {
+    int major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 1;
+    return 1 + 2 * sms + (major == 9 && minor == 0 ? 1 : 0);
+  };
+  int v = dev >= 0 && dev < 64 ? known[dev].load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    v = ask();
+    if (dev >= 0 && dev < 64) known[dev].store(v, std::memory_order_relaxed);
+  }
+  return {((v - 1) & 1) != 0, (v - 1) / 2};
+}
+
+inline Params base_params(const void* q, const void* k, const void* v, const int32_t* anchors,
+                          const int32_t* keep, const DflashAttentionDims& d) {
+  Params p{};
+  p.q = static_cast<const bf16_t*>(q);
+  p.k = static_cast<const bf16_t*>(k);
+  p.v = static_cast<const bf16_t*>(v);
+  p.anchors = anchors;
+  p.keep = keep;
+  p.G = attn::geometry(d);
+  p.rpk = int(p.G.rows_per_kv);
+  p.rpk_magic = div_magic(uint32_t(p.rpk));
+  p.NR = int(p.G.N) * p.rpk;
+  p.nct = (p.NR + kCtaRows - 1) / kCtaRows;
+  return p;
+}
+
+template <class Kernel>
+void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params& p, const char* what) {
+  attn::allow_smem(kernel, smem, what);
+  kernel<<<grid, kThreads, smem, s>>>(p);
+  check_launch(what);
+}
+
+// bf16 operands, hd <= 128 and a compute capability 9.0 device (dflash_attention_forward_sm90.cu).
+bool applies(bool bf16, int64_t hd);
+// The dk/dv kernels (dflash_attention_dkdv_sm90.cu); sm90::backward calls it with its filled-in p.
+void launch_dkdv(Params p, cudaStream_t s);
+
+}  // namespace dflash::kernels::cuda::sm90
