@@ -58,6 +58,18 @@ class SignalGuard {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// This process's place in a run launched by torchrun or srun; null for one process, or when the
+// caller gives the cluster (tests).
+std::unique_ptr<ProcessGroup> join_if_launched(const Config& cfg, const ClusterSpec* given) {
+  if (given) return nullptr;
+  LaunchInfo launch = launch_from_environment();
+  if (!launch.distributed()) return nullptr;
+  return ProcessGroup::join(cfg, launch, [](const std::string& s) {
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+  });
+}
+
 // Rank 0 of a run logs; a one-process run is its own rank 0.
 bool is_root(const ClusterSpec* given, const ProcessGroup* pg) {
   if (given) return given->first_rank == 0;
@@ -66,11 +78,12 @@ bool is_root(const ClusterSpec* given, const ProcessGroup* pg) {
 
 class Trainer {
  public:
-  Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* given)
+  // pg: this process's place in a launched run (it outlives the trainer), or null.
+  Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* given, ProcessGroup* pg)
       : hooks_(hooks),
-        pg_(join_if_launched(cfg, given)),
+        pg_(pg),
         log_((ensure_writable_dir(cfg.job.dump_folder, "job.dump_folder"), cfg.job.dump_folder), cfg.metrics.progress,
-             is_root(given, pg_.get())) {
+             is_root(given, pg_)) {
     LogFn info = [this](const std::string& s) { log_.info(s); };
     if (given) cluster_ = *given;
     else if (pg_) cluster_ = pg_->spec();
@@ -246,21 +259,10 @@ class Trainer {
   }
 
   void fail(const std::string& message) {
-    if (pg_) pg_->fail(message);
-    else if (cluster_.coord) cluster_.coord->report_failure(message);
+    if (cluster_.coord) cluster_.coord->report_failure(message);
   }
 
  private:
-  static std::unique_ptr<ProcessGroup> join_if_launched(const Config& cfg, const ClusterSpec* given) {
-    if (given) return nullptr;
-    LaunchInfo launch = launch_from_environment();
-    if (!launch.distributed()) return nullptr;
-    return ProcessGroup::join(cfg, launch, [](const std::string& s) {
-      std::printf("%s\n", s.c_str());
-      std::fflush(stdout);
-    });
-  }
-
   // Waits for every worker; a failed one aborts the communicator so the others return. Another
   // rank's failure is reported as such (it is the cause).
   void wait_workers() {
@@ -587,7 +589,7 @@ class Trainer {
   };
 
   TrainHooks hooks_;
-  std::unique_ptr<ProcessGroup> pg_;
+  ProcessGroup* pg_ = nullptr;
   TrainLog log_;
   ClusterSpec cluster_;
   LocalCoordinator local_coord_;
@@ -613,11 +615,15 @@ class Trainer {
 }  // namespace
 
 TrainResult run_training(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* cluster) {
+  // A launched process: its group outlives the trainer, so that after any failure the process
+  // ends in pg->fail (one error line, status 1) before destroying anything that holds the GPU.
+  std::unique_ptr<ProcessGroup> pg = join_if_launched(cfg, cluster);
   std::unique_ptr<Trainer> t;
   try {
-    t = std::make_unique<Trainer>(cfg, hooks, cluster);
+    t = std::make_unique<Trainer>(cfg, hooks, cluster, pg.get());
     return t->run();
   } catch (const std::exception& e) {
+    if (pg) pg->fail(e.what());  // does not return
     if (t) t->fail(e.what());
     else if (cluster && cluster->coord) cluster->coord->report_failure(e.what());
     if (cluster && cluster->comm) cluster->comm->abort();  // ranks waiting in a collective return
