@@ -32,7 +32,8 @@ class Communicator {
   virtual void reduce_scatter_sum(const float* send, float* recv, int64_t count, int rank, void* stream);
   // recv[q*bytes, (q+1)*bytes) = rank q's send, for every q. In place when send == recv + rank*bytes.
   virtual void all_gather(const void* send, void* recv, size_t bytes, int rank, void* stream);
-  // A peer failed: every collective waiting on it returns (NCCL: ncclCommAbort). Thread-safe.
+  // A peer failed: every collective waiting on it returns (NCCL: ncclCommAbort). Thread-safe;
+  // returns at once, also while another thread waits in a collective or in abort().
   virtual void abort() {}
   // An error the communicator found by itself (NCCL's async errors); polled by the watchdog.
   virtual std::optional<std::string> async_error() { return std::nullopt; }
@@ -79,8 +80,16 @@ class NcclCommunicator : public Communicator {
   void warm_up(const std::vector<int>& devices);
   int world_ = 0, first_rank_ = 0;
   std::vector<void*> comms_;  // ncclComm_t of ranks first_rank_, first_rank_ + 1, ...
+  // Held only for moments (never across ncclCommAbort, which waits for the CUDA graphs holding
+  // this communicator's collectives to be destroyed, possibly by a thread that calls abort()).
   std::mutex abort_mutex_;
-  bool aborted_ = false;
+  bool aborted_ = false;  // then comms_ belong to the abort thread; nothing else touches them
+  struct AbortDone {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  std::shared_ptr<AbortDone> abort_done_ = std::make_shared<AbortDone>();
 };
 #endif
 

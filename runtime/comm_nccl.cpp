@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "runtime/error.h"
 
@@ -89,16 +91,41 @@ void NcclCommunicator::warm_up(const std::vector<int>& devices) {
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  std::lock_guard<std::mutex> lock(abort_mutex_);
-  if (aborted_) return;  // ncclCommAbort freed them
-  for (void* c : comms_) ncclCommDestroy(as_comm(c));
+  bool aborted;
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    aborted = aborted_;
+  }
+  if (!aborted) {
+    for (void* c : comms_) ncclCommDestroy(as_comm(c));
+    return;
+  }
+  // ncclCommAbort frees them once the graphs that captured their collectives are destroyed (the
+  // trainer destroys its programs before its communicator); a process that is past waiting has
+  // been ended by the rendezvous' exit timer.
+  std::unique_lock<std::mutex> lock(abort_done_->mutex);
+  abort_done_->cv.wait_for(lock, std::chrono::seconds(10), [&] { return abort_done_->done; });
 }
 
+// ncclCommAbort raises the abort flag that the device kernels poll, then waits until every CUDA
+// graph holding one of the communicator's collectives is destroyed: called on the thread that
+// owns those graphs (or while that thread waits for the caller) it would never return. So it runs
+// on a thread of its own.
 void NcclCommunicator::abort() {
-  std::lock_guard<std::mutex> lock(abort_mutex_);
-  if (aborted_) return;
-  aborted_ = true;
-  for (void* c : comms_) ncclCommAbort(as_comm(c));
+  std::vector<void*> comms;
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (aborted_) return;
+    aborted_ = true;
+    comms = comms_;
+  }
+  std::shared_ptr<AbortDone> done = abort_done_;
+  std::thread([comms, done] {
+    for (void* c : comms) ncclCommAbort(as_comm(c));
+    std::lock_guard<std::mutex> lock(done->mutex);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
 }
 
 std::optional<std::string> NcclCommunicator::async_error() {

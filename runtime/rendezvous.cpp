@@ -142,8 +142,26 @@ std::unique_ptr<Rendezvous> Rendezvous::join(const RendezvousOptions& o) {
                    " processes (with srun or torchrun), and check that they reach " + o.addr_source + "=" +
                    o.master_addr + " on that port");
       }
-      pollfd p{lfd, POLLIN, 0};
-      if (::poll(&p, 1, int(std::min(left, 1.0) * 1000) + 1) <= 0) continue;
+      // The listening socket and every rank that arrived: one that dies while others are still
+      // missing is named now, not at the timeout.
+      std::vector<pollfd> fds{{lfd, POLLIN, 0}};
+      for (auto& p : by_rank)
+        if (p) fds.push_back({p->fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), int(std::min(left, 1.0) * 1000) + 1) <= 0) continue;
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Peer* p = nullptr;
+        for (auto& q : by_rank)
+          if (q && q->fd == fds[i].fd) p = q.get();
+        char tmp[4096];
+        ssize_t n = ::recv(p->fd, tmp, sizeof tmp, MSG_DONTWAIT);
+        if (n > 0) p->inbuf.append(tmp, size_t(n));  // read by the watchdog after the join
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) continue;
+        refuse_all("rendezvous: rank " + std::to_string(p->rank) + " (host " + p->host +
+                   ") closed its connection before every rank arrived (it exited or was killed); fix: see that "
+                   "rank's log, then start all " + std::to_string(o.world) + " processes again");
+      }
+      if (!(fds[0].revents & POLLIN)) continue;
       int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
       tune(fd);

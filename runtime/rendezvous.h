@@ -24,8 +24,10 @@ struct RendezvousOptions {
   double timeout_s = 300;           // joining: the master answering and every rank arriving
   double heartbeat_s = 1;           // interval between heartbeats
   double heartbeat_timeout_s = 30;  // silence after which a rank counts as hung
-  // > 0: after a failure, the process exits by itself after this long even if it is stuck (a
-  // GPU waiting forever on a collective); 0: only the error is recorded (tests).
+  // > 0 (a launched process): the first failure ends the process with status 1 after this long at
+  // the latest, whatever its threads wait on (a GPU stuck in a collective, ncclCommAbort waiting
+  // for the CUDA graphs that hold its collectives); one the watchdog sees (another rank's, an
+  // NCCL error) is printed at once. 0: the failure is only recorded (tests).
   double exit_grace_s = 0;
   std::string payload;  // rank 0's bytes for every rank
   // Names the variables / keys in messages ("MASTER_ADDR", "runtime.rendezvous_port").
@@ -49,8 +51,14 @@ class Rendezvous : public Coordinator {
   std::optional<std::string> failure() const override;
 
   // The watchdog's hooks, called on its thread: `poll` about once per heartbeat (a non-empty
-  // result is a local failure, e.g. an NCCL async error); `abort` once, at the first failure.
+  // result is a local failure, e.g. an NCCL async error); `abort` once, at the first failure it
+  // sees, after the exit timer is armed (a hook that never returns still ends the process).
   void set_watch(std::function<std::optional<std::string>()> poll, std::function<void()> abort);
+
+  // Ends this process now with status 1, without unwinding (destructors could wait forever on a
+  // GPU whose collective lost its peer). Prints "dflash-train: error: <message>" unless an error
+  // line was printed already (the watchdog prints the failures it sees, with the rank's name).
+  [[noreturn]] void exit_now(const std::string& message);
 
   // A clean end: the others stop watching this rank; the connection closes.
   void finish();
@@ -63,6 +71,9 @@ class Rendezvous : public Coordinator {
   void io_loop();
   void start_io();
   void stop_io();
+  // The first failure wins: recorded (waits end), told to every rank but `culprit`, and with
+  // exit_grace_s > 0 it arms the exit timer (and is printed when `print`). False: not the first.
+  bool record_failure(const std::string& text, int culprit, bool print);
   RendezvousOptions opt_;
   std::string payload_;
   std::unique_ptr<State> st_;

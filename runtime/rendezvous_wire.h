@@ -62,6 +62,9 @@ struct Rendezvous::State {
   bool aborted = false, finished = false;
   std::function<std::optional<std::string>()> poll;
   std::function<void()> abort;
+  // Whether this process printed its error line (at most one is printed); shared with the exit
+  // timer, which may outlive this state.
+  std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace dflash

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -15,9 +16,13 @@
 #include "runtime/error.h"
 #include "runtime/launch.h"
 #include "runtime/rendezvous.h"
+#include "tests/process_util.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
+using dflash::test::fork_child;
+using dflash::test::free_port;
+using dflash::test::wait_child;
 
 namespace {
 EnvLookup env_of(std::map<std::string, std::string> vars) {
@@ -43,45 +48,6 @@ std::string launch_error(const std::map<std::string, std::string>& vars) {
     return e.what();
   }
   return "(no error)";
-}
-
-// A TCP port nobody listens on right now.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Runs `body` in a forked child process; its return value is the child's exit status.
-pid_t fork_child(const std::function<int()>& body) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int code = 99;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      code = 98;
-    }
-    std::fflush(stderr);
-    ::_exit(code);
-  }
-  REQUIRE(pid > 0);
-  return pid;
-}
-
-int wait_child(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 RendezvousOptions opts(int rank, int world, const std::string& addr, int port, double timeout = 20) {
@@ -294,12 +260,12 @@ TEST_SUITE("rendezvous") {
       return 0;
     });
     auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
-    bool aborted = false;
+    std::atomic<bool> aborted{false};  // set on the watchdog's thread
     r->set_watch({}, [&] { aborted = true; });
     CHECK_THROWS_WITH_AS(r->all_gather("x"), doctest::Contains("rank 1 (host"), Error);
     REQUIRE(r->failure());
     CHECK(r->failure()->find("exited without finishing") != std::string::npos);
-    CHECK(eventually([&] { return aborted; }, 2));
+    CHECK(eventually([&] { return aborted.load(); }, 2));
     CHECK(wait_child(child) == 128 + SIGKILL);
   }
 

@@ -41,15 +41,22 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const Config& cfg, const Launch
       launch.master_addr + ":" + std::to_string(o.port));
   pg->rendezvous_ = Rendezvous::join(o);
   if (!with_nccl) return pg;
-  auto comm = std::make_unique<NcclCommunicator>(pg->device_, launch.rank, launch.world, pg->rendezvous_->payload());
-  NcclCommunicator* c = comm.get();
-  pg->comm_ = std::move(comm);
+  try {
+    // A rank that dies now leaves ncclCommInitRank waiting: the watchdog ends this process.
+    pg->comm_ = std::make_unique<NcclCommunicator>(pg->device_, launch.rank, launch.world, pg->rendezvous_->payload());
+  } catch (const std::exception& e) {
+    pg->fail(e.what());
+  }
+  NcclCommunicator* c = static_cast<NcclCommunicator*>(pg->comm_.get());
   pg->rendezvous_->set_watch([c] { return c->async_error(); }, [c] { c->abort(); });
   return pg;
 #endif
 }
 
 ProcessGroup::~ProcessGroup() {
+  // After a failure this process ends here rather than waiting on the communicator's teardown.
+  if (rendezvous_)
+    if (std::optional<std::string> f = rendezvous_->failure()) fail(*f);
   // The rendezvous goes first: its watchdog may still call into the communicator.
   rendezvous_.reset();
   comm_.reset();
@@ -69,7 +76,7 @@ void ProcessGroup::finish() { rendezvous_->finish(); }
 
 void ProcessGroup::fail(const std::string& message) {
   rendezvous_->report_failure(message);
-  if (comm_) comm_->abort();
+  rendezvous_->exit_now(message);
 }
 
 }  // namespace dflash

@@ -32,8 +32,9 @@ class ProcessGroup {
  public:
   // Picks this process's GPU, meets the others at the rendezvous (rank 0 hands out the NCCL id),
   // builds the NCCL communicator (ncclCommInitRank) and arms the watchdog: a rank that exits or
-  // stops answering, or an NCCL error, aborts the communicator and, if this process does not
-  // stop by itself, ends it (runtime.heartbeat_timeout_s + 15 s at most).
+  // stops answering, or an NCCL error, is printed at once naming the rank, aborts the
+  // communicator and ends this process with status 1 (runtime.heartbeat_timeout_s + 15 s at
+  // most after a rank hangs, 15 s after one exits), whatever its threads wait on.
   // with_nccl = false: only the rendezvous and the watchdog (dflash-train hidden, whose ranks
   // exchange nothing but their file lists).
   static std::unique_ptr<ProcessGroup> join(const Config& cfg, const LaunchInfo& launch,
@@ -43,8 +44,11 @@ class ProcessGroup {
   Coordinator& coordinator() { return *rendezvous_; }
   // The run is over for this rank: the others stop watching it.
   void finish();
-  // This rank stops with an error: the others stop too, naming it.
-  void fail(const std::string& message);
+  // This rank stops with an error: the others stop too, naming it, and this process ends now
+  // with status 1 after one error line (`message`, or the failure the watchdog printed). It does
+  // not unwind: after a failure, destroying CUDA graphs, buffers or the communicator can wait
+  // forever for a peer that is gone.
+  [[noreturn]] void fail(const std::string& message);
 
  private:
   LaunchInfo launch_;

@@ -36,44 +36,10 @@ ReplicaOptions replica_options(const Job& job, bool eval, bool features) {
 }
 
 size_t available(const Job& job) { return worker_memory_bytes(job); }
-}  // namespace
 
-void run_prepare(const Config& cfg) {
-  Job job = setup_job(cfg, say);
-  fs::path root = cfg.data.shards.empty() ? cfg.job.dump_folder / "shards" : cfg.data.shards;
-  auto pack = [&](const std::unique_ptr<Dataset>& data, const char* name) {
-    if (!data) return;
-    std::vector<Sequence> seqs;
-    for (int64_t i = 0; i < data->size(); ++i) seqs.push_back(data->get(i));
-    fs::path dir = root / name;
-    write_token_shards(dir, seqs, job.target.vocab_size);
-    say(std::string("prepare: ") + std::to_string(seqs.size()) + " " + name + " sequences from " +
-        data->source().string() + " -> " + dir.string());
-  };
-  pack(open_train_data(job, say), "train");
-  pack(open_eval_data(job, say), "eval");
-  say("point data.train (and data.eval) at these folders to train from the shards");
-}
-
-void run_hidden(const Config& cfg, const ClusterSpec* given) {
-  std::unique_ptr<ProcessGroup> pg;
-  ClusterSpec cluster;
-  if (given) {
-    cluster = *given;
-  } else if (LaunchInfo launch = launch_from_environment(); launch.distributed()) {
-    pg = ProcessGroup::join(cfg, launch, say, /*with_nccl=*/false);
-    cluster = pg->spec();
-  }
-  LocalCoordinator local;
-  Coordinator& coord = cluster.coord ? *cluster.coord : local;
+// This rank's share of `dflash-train hidden`.
+void hidden_features(const Config& cfg, const ClusterSpec& cluster, Coordinator& coord) {
   const int rank = coord.rank(), ranks = coord.size();
-  // An error on this rank reaches the others (they stop instead of waiting for its part).
-  struct FailGuard {
-    Coordinator& coord;
-    ~FailGuard() {
-      if (std::uncaught_exceptions() > 0) coord.report_failure("dflash-train hidden stopped with an error");
-    }
-  } guard{coord};
   auto log = [&](const std::string& s) {
     if (rank == 0) say(s);
   };
@@ -143,6 +109,45 @@ void run_hidden(const Config& cfg, const ClusterSpec* given) {
   log("hidden: " + std::to_string(n) + " sequences of target features (width " + std::to_string(width) + ")" +
       (ranks > 1 ? " by " + std::to_string(ranks) + " ranks" : "") + " -> " + dir.string() +
       "; train from them with data.mode = \"offline\"");
+}
+}  // namespace
+
+void run_prepare(const Config& cfg) {
+  Job job = setup_job(cfg, say);
+  fs::path root = cfg.data.shards.empty() ? cfg.job.dump_folder / "shards" : cfg.data.shards;
+  auto pack = [&](const std::unique_ptr<Dataset>& data, const char* name) {
+    if (!data) return;
+    std::vector<Sequence> seqs;
+    for (int64_t i = 0; i < data->size(); ++i) seqs.push_back(data->get(i));
+    fs::path dir = root / name;
+    write_token_shards(dir, seqs, job.target.vocab_size);
+    say(std::string("prepare: ") + std::to_string(seqs.size()) + " " + name + " sequences from " +
+        data->source().string() + " -> " + dir.string());
+  };
+  pack(open_train_data(job, say), "train");
+  pack(open_eval_data(job, say), "eval");
+  say("point data.train (and data.eval) at these folders to train from the shards");
+}
+
+void run_hidden(const Config& cfg, const ClusterSpec* given) {
+  std::unique_ptr<ProcessGroup> pg;
+  ClusterSpec cluster;
+  if (given) {
+    cluster = *given;
+  } else if (LaunchInfo launch = launch_from_environment(); launch.distributed()) {
+    pg = ProcessGroup::join(cfg, launch, say, /*with_nccl=*/false);
+    cluster = pg->spec();
+  }
+  LocalCoordinator local;
+  Coordinator& coord = cluster.coord ? *cluster.coord : local;
+  try {
+    hidden_features(cfg, cluster, coord);
+  } catch (const std::exception& e) {
+    // An error on this rank reaches the others (they stop instead of waiting for its part).
+    if (pg) pg->fail(e.what());  // a launched process ends here: one error line, status 1
+    coord.report_failure(e.what());
+    throw;
+  }
   if (pg) pg->finish();
 }
 

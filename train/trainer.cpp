@@ -155,8 +155,7 @@ TrainResult Trainer::run() {
 }
 
 void Trainer::fail(const std::string& message) {
-  if (pg_) pg_->fail(message);
-  else if (cluster_.coord) cluster_.coord->report_failure(message);
+  if (cluster_.coord) cluster_.coord->report_failure(message);
 }
 
 // Waits for every worker; a failed one aborts the communicator so the others return. Another
@@ -375,11 +374,15 @@ void Trainer::measure_spec(int64_t step, const std::string& what) {
 }  // namespace trainer_detail
 
 TrainResult run_training(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* cluster) {
+  // A launched process: its group outlives the trainer, so that after any failure the process
+  // ends in pg->fail (one error line, status 1) before destroying anything that holds the GPU.
+  std::unique_ptr<ProcessGroup> pg = trainer_detail::join_if_launched(cfg, cluster);
   std::unique_ptr<trainer_detail::Trainer> t;
   try {
-    t = std::make_unique<trainer_detail::Trainer>(cfg, hooks, cluster);
+    t = std::make_unique<trainer_detail::Trainer>(cfg, hooks, cluster, pg.get());
     return t->run();
   } catch (const std::exception& e) {
+    if (pg) pg->fail(e.what());  // does not return
     if (t) t->fail(e.what());
     else if (cluster && cluster->coord) cluster->coord->report_failure(e.what());
     if (cluster && cluster->comm) cluster->comm->abort();  // ranks waiting in a collective return

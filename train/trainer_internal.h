@@ -36,10 +36,15 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// This process's place in a run launched by torchrun or srun; null for one process, or when the
+// caller gives the cluster (tests). trainer_startup.cpp.
+std::unique_ptr<ProcessGroup> join_if_launched(const Config& cfg, const ClusterSpec* given);
+
 class Trainer {
  public:
-  // trainer_startup.cpp: joins a launched run, sets up the job and its data, builds the replicas.
-  Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* given);
+  // trainer_startup.cpp: sets up the job and its data, builds the replicas. pg: this process's
+  // place in a launched run (it outlives the trainer), or null.
+  Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* given, ProcessGroup* pg);
 
   // trainer.cpp
   TrainResult run();
@@ -47,7 +52,6 @@ class Trainer {
 
  private:
   // trainer_startup.cpp
-  static std::unique_ptr<ProcessGroup> join_if_launched(const Config& cfg, const ClusterSpec* given);
   void build_replicas();
 
   // trainer.cpp: the workers and the steps
@@ -74,7 +78,7 @@ class Trainer {
   };
 
   TrainHooks hooks_;
-  std::unique_ptr<ProcessGroup> pg_;
+  ProcessGroup* pg_ = nullptr;
   TrainLog log_;
   ClusterSpec cluster_;
   LocalCoordinator local_coord_;

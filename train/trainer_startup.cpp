@@ -23,11 +23,11 @@ bool is_root(const ClusterSpec* given, const ProcessGroup* pg) {
 }
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* given)
+Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* given, ProcessGroup* pg)
     : hooks_(hooks),
-      pg_(join_if_launched(cfg, given)),
+      pg_(pg),
       log_((ensure_writable_dir(cfg.job.dump_folder, "job.dump_folder"), cfg.job.dump_folder), cfg.metrics.progress,
-           is_root(given, pg_.get())) {
+           is_root(given, pg_)) {
   LogFn info = [this](const std::string& s) { log_.info(s); };
   if (given) cluster_ = *given;
   else if (pg_) cluster_ = pg_->spec();
@@ -121,7 +121,7 @@ Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* 
   }
 }
 
-std::unique_ptr<ProcessGroup> Trainer::join_if_launched(const Config& cfg, const ClusterSpec* given) {
+std::unique_ptr<ProcessGroup> join_if_launched(const Config& cfg, const ClusterSpec* given) {
   if (given) return nullptr;
   LaunchInfo launch = launch_from_environment();
   if (!launch.distributed()) return nullptr;
