@@ -120,6 +120,16 @@ mutant "anchor bound p < len - bs, not p <= len - bs" "-ts=data" \
 mutant "tau run does not stop at the first miss" "-ts=drafter" \
   'if (hit) hits += 1;' \
   'if (hit) hits += 1; if (hit && k > 0 && !run) ++accepted;'
+# --- Speed work (issue 7): what it skips must stay unneeded ---
+mutant "a checkpointed layer skips its tail in the first pass too" "-ts=drafter" \
+  'SkipLaunches tail(stash && stash->replaying());' \
+  'SkipLaunches tail(stash != nullptr);'
+mutant "swiglu backward adds a fresh gradient to what its buffer held" "-tc=*arena*filled*with*NaN*" \
+  'if (dg) dg[i] = (dg_fresh ? 0.0f : dg[i]) +' \
+  'if (dg) dg[i] = (dg_fresh ? dg[i] : dg[i]) +'
+mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
+  'restore(dy, dx, groups, row_bytes, period, 0);' \
+  'restore(dy, dx, groups, row_bytes, period, 0x3F);'
 
 # --- Machinery ---
 fail() {
