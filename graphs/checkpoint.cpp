@@ -104,7 +104,12 @@ std::vector<Tensor> checkpoint_with_stash(const char* name, const StashedSegment
     DF_CHECK(again.size() == n_out, "checkpoint: the segment returned " << again.size() << " outputs when "
                                                                         << "recomputed but " << n_out
                                                                         << " the first time; it must be pure");
-    for (Tensor& t : again) t.impl().generation = c.tape().generation();
+    // Backward needs the outputs' identities, never their values (the outer graph holds those):
+    // their storage goes back to the arena before the backward's temporaries are made.
+    for (Tensor& t : again) {
+      t.impl().generation = c.tape().generation();
+      t = ops::detail::grad_key(t);
+    }
     run_backward(again, grads, preset);
   });
   return outputs;
