@@ -124,6 +124,9 @@ mutant "tau run does not stop at the first miss" "-ts=drafter" \
 mutant "a checkpointed layer skips its tail in the first pass too" "-ts=drafter" \
   'SkipLaunches tail(stash && stash->replaying());' \
   'SkipLaunches tail(stash != nullptr);'
+mutant "a checkpointed layer recomputes its tail again" "-ts=profile" \
+  'SkipLaunches tail(stash && stash->replaying());' \
+  'SkipLaunches tail(false);'
 mutant "swiglu backward adds a fresh gradient to what its buffer held" "-tc=*arena*filled*with*NaN*" \
   'if (dg) dg[i] = (dg_fresh ? 0.0f : dg[i]) +' \
   'if (dg) dg[i] = (dg_fresh ? dg[i] : dg[i]) +'

@@ -62,6 +62,7 @@ TEST_SUITE("profile") {
                           (checkpointing ? "" : " --no-checkpointing"));
       double counted = 0, total_ms = 0;
       bool recomputed_gemm = false, recomputed_attention = false;
+      double recompute_adds = 0;
       for (const nlohmann::json& row : r.rows) {
         const std::string shape = row["shape"], phase = row["phase"], op = row["op"];
         const double flop = row["flop"], calls = row["calls"];
@@ -79,6 +80,10 @@ TEST_SUITE("profile") {
         if (phase == "recompute") {
           recomputed_gemm = recomputed_gemm || shape.rfind("gemm ", 0) == 0;
           recomputed_attention = recomputed_attention || op == "dflash_attention";
+          // The recomputation skips the layer's tail: the down projection (64 block rows, hidden
+          // 64 from intermediate 128) and the residual adds' second half.
+          CHECK(shape.rfind("gemm M=64 N=64 K=128 ", 0) == std::string::npos);
+          if (op == "add") recompute_adds += calls;
         } else {
           counted += flop;
         }
@@ -94,6 +99,7 @@ TEST_SUITE("profile") {
       CHECK(counted + skipped_head == doctest::Approx(double(r.summary["bench_flop"])).epsilon(1e-9));
       CHECK(recomputed_gemm == checkpointing);
       CHECK_FALSE(recomputed_attention);  // checkpointed layers keep the attention's output
+      CHECK(recompute_adds == (checkpointing ? 2 : 0));  // one per layer (2 layers): the attention's residual add
       CHECK(total_ms > 0.0);
     }
   }
