@@ -42,8 +42,9 @@ bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector
                      const std::function<void()>& replay, int replays, double visible_pairs, const std::string& title,
                      const std::string& summary_json);
 
+// arena_gb > 0: the arena may grow to that many GiB so fewer layers recompute (runtime.arena_gb).
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing, bool online);
+                       bool checkpointing, bool online, double arena_gb = 0);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           bool checkpointing);
 struct AttentionBenchShape {

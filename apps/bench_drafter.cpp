@@ -153,9 +153,10 @@ struct DrafterBench {
     load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
   }
 
-  void build(bool checkpointing) {
+  void build(bool checkpointing, double arena_gb = 0) {
     auto t0 = Clock::now();
     engine = std::make_unique<Engine>(ctx);
+    engine->set_arena_budget(size_t(arena_gb * double(1ull << 30)));
     for (auto& s : steps) {
       BucketStep* step = s.get();
       if (target)
@@ -200,9 +201,9 @@ struct DrafterBench {
 }  // namespace
 
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing, bool online) {
+                       bool checkpointing, bool online, double arena_gb) {
   DrafterBench bench(model, buckets, cuda, online);
-  bench.build(checkpointing);
+  bench.build(checkpointing, arena_gb);
   const DrafterSpec& spec = bench.spec;
   Context& ctx = bench.ctx;
   StartupReport report = make_startup_report(*bench.engine, 1, bench.startup_ms);

@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
     std::vector<Bucket> buckets;
     int64_t seq = 0, anchors = 0, heads = 32, kv_heads = 8, head_dim = 128, batch = 1;  // attention
     int reps = 20;
+    double arena_gb = 0;
     std::vector<int64_t> contexts;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
       else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
       else if (a == "--no-checkpointing") checkpointing = false;
+      else if (a.rfind("--arena-gb=", 0) == 0) arena_gb = std::stod(a.substr(11));
       else if (a == "--online") online = true;
       else if (a == "--target") target = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
     if (cmd == "toy") return cmd_toy(steps, cuda);
     if (cmd == "step") {
       if (buckets.empty()) buckets = {{512, 64, 1}, {1024, 128, 1}, {2048, 256, 1}};
-      return bench_drafter_step(model, buckets, steps, cuda, checkpointing, online);
+      return bench_drafter_step(model, buckets, steps, cuda, checkpointing, online, arena_gb);
     }
     if (cmd == "target") {
       if (seqs.empty()) seqs = {1024, 4096, 16384};
@@ -205,7 +207,7 @@ int main(int argc, char** argv) {
                  "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
                  "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n"
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
-                 "                         [--no-checkpointing] [--online]   the DFlash drafter step of ../shared/BENCH.md\n"
+                 "                         [--no-checkpointing] [--online] [--arena-gb=G]   the DFlash drafter step of ../shared/BENCH.md\n"
                  "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"

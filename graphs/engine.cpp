@@ -1,6 +1,7 @@
 // Engine::build: plan every program, check the fit, reserve one arena, record, seal.
 #include "graphs/engine.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -71,14 +72,22 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     os << "\nRemove or shrink the largest bucket (seq, anchors or batch), or turn checkpointing on.";
     DF_FAIL(os.str());
   }
-  // Fitted programs recompute the fewest leading segments that keep them within that arena.
+  if (arena_budget_ > available_bytes) {
+    DF_FAIL("the arena budget of " << gib(arena_budget_) << " (" << arena_budget_ << " bytes) exceeds the "
+                                   << gib(available_bytes) << " (" << available_bytes
+                                   << " bytes) available for the arena on " << ctx_.device().str()
+                                   << "; lower runtime.arena_gb or raise runtime.memory_limit_gb");
+  }
+  // Fitted programs recompute the fewest leading segments that keep them within that arena (or
+  // within the budget, when one is set and larger).
+  const size_t target = std::max(largest, arena_budget_);
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     e.chosen = e.segments;
     if (!e.fitted) continue;
     for (int64_t k = 0; k < e.segments; ++k) {
       PlanResult p = plan(e, k);
-      if (p.arena_bytes <= largest) {
+      if (p.arena_bytes <= target) {
         e.chosen = k;
         plans[i] = p;
         break;
@@ -91,8 +100,15 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     reports_[i].recomputed = entries_[i].chosen;
     reports_[i].peak_at = plans[i].peak_at;
   }
-  ctx_.reserve_arena(largest);
-  arena_bytes_ = largest;
+  // Without a budget the arena is the largest fully recomputing plan; with one, what the chosen
+  // plans need (at most the budget).
+  size_t arena = largest;
+  if (arena_budget_ > largest) {
+    arena = 0;
+    for (const PlanResult& p : plans) arena = std::max(arena, p.arena_bytes);
+  }
+  ctx_.reserve_arena(arena);
+  arena_bytes_ = arena;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (progress) progress("recording " + e.name);

@@ -42,6 +42,11 @@ class Engine {
   // many leading segments as it needs to stay within that arena (often none for small buckets).
   // The choice depends only on the plans, so it is the same on every rank and every run.
   void add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments);
+  // Trades memory for speed: with a budget (bytes, > 0) the arena may grow up to it (never below
+  // what the most demanding program needs with every segment recomputed), and every fitted
+  // program, the most demanding one included, recomputes only the fewest leading segments that
+  // keep it within the budget. 0 (the default): the smallest arena, as add_fitted says.
+  void set_arena_budget(size_t bytes) { arena_budget_ = bytes; }
 
   // Plans, checks the fit, reserves the arena, records and seals. available_bytes is the memory
   // the arena may take on this device (for all of this worker's programs: they share it).
@@ -70,6 +75,7 @@ class Engine {
   std::map<std::string, Program> programs_;
   std::vector<ProgramReport> reports_;
   size_t arena_bytes_ = 0;
+  size_t arena_budget_ = 0;
 };
 
 // Memory an arena may take on a device now: free GPU memory, or the host's available memory.

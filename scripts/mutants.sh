@@ -124,6 +124,12 @@ mutant "tau run does not stop at the first miss" "-ts=drafter" \
 mutant "a checkpointed layer skips its tail in the first pass too" "-ts=drafter" \
   'SkipLaunches tail(stash && stash->replaying());' \
   'SkipLaunches tail(stash != nullptr);'
+mutant "runtime.arena_gb ignored" "-ts=config-effects" \
+  'o.arena_budget = size_t(c.runtime.arena_gb * double(1ull << 30));' \
+  'o.arena_budget = 0;'
+mutant "an arena budget does not lower the recomputation" "-ts=seal" \
+  'const size_t target = std::max(largest, arena_budget_);' \
+  'const size_t target = largest;'
 mutant "a checkpointed layer recomputes its tail again" "-ts=profile" \
   'SkipLaunches tail(stash && stash->replaying());' \
   'SkipLaunches tail(false);'

@@ -320,6 +320,7 @@ progress = false
         {"training.eval_every=-1", "training.eval_every = -1: must be at least 0"},
         {"runtime.cpu_workers=0", "runtime.cpu_workers = 0: must be at least 1 (the default is 1)"},
         {"runtime.memory_limit_gb=-2", "runtime.memory_limit_gb = -2: must be 0 or more"},
+        {"runtime.arena_gb=-1", "runtime.arena_gb = -1: must be 0 or more"},
         {"drafter.block_size=0", "drafter.block_size = 0: must be at least 1"},
         {"drafter.num_hidden_layers=0", "drafter.num_hidden_layers = 0: must be at least 1"},
         {"drafter.loss_decay_gamma=-1", "drafter.loss_decay_gamma = -1: must be 0 or more"},
@@ -363,6 +364,10 @@ progress = false
             "must be below the synthetic target's vocab_size 256");
     REFUSED(parse(kMinimal, {"target.synthetic.enabled=true", "target.layer_ids=[4]"}), "layer 4 does not exist");
     CHECK_NOTHROW(parse(kMinimal, {"target.layer_ids=[4]", "drafter.mask_token_id=256"}));
+    REFUSED(parse(kMinimal, {"runtime.memory_limit_gb=8", "runtime.arena_gb=9"}),
+            "runtime.arena_gb = 9: exceeds runtime.memory_limit_gb");
+    CHECK_NOTHROW(parse(kMinimal, {"runtime.memory_limit_gb=8", "runtime.arena_gb=8"}));
+    CHECK_NOTHROW(parse(kMinimal, {"runtime.arena_gb=100"}));  // without a limit: checked against the device
   }
 
   TEST_CASE("required keys: mask_token_id, target.path, data.train") {

@@ -2,7 +2,7 @@
 // warmup_ratio and min_lr_ratio; eval runs at exactly the steps eval_every names and evaluates
 // the weights of that step; checkpoint.every and checkpoint.keep give exactly the expected
 // checkpoint sets; checkpoint.resume = false starts over; memory_limit_gb is the arena budget
-// to the byte; drafter.rope_theta is the drafter's rope base.
+// to the byte; arena_gb lets every bucket recompute less; drafter.rope_theta is the drafter's rope base.
 #include <set>
 
 #include "runtime/fileio.h"
@@ -149,6 +149,29 @@ TEST_SUITE("config-effects") {
     const std::string available = "(" + std::to_string(arena - 1) + " bytes) are available";
     CHECK_THROWS_WITH_AS(run_training(short_by_one), doctest::Contains(needs.c_str()), Error);
     CHECK_THROWS_WITH_AS(run_training(short_by_one), doctest::Contains(available.c_str()), Error);
+  }
+
+  TEST_CASE("runtime.arena_gb: an arena that holds every bucket without recomputation recomputes nothing, same losses") {
+    Config least = small_job("arena-least", {"training.steps=2", "data.eval=\"\""}, 1);
+    run_training(least);
+    nlohmann::json s0 = nlohmann::json::parse(read_file_text(least.job.dump_folder / "startup.json"));
+    int64_t recomputed = 0, without = 0;
+    for (const nlohmann::json& p : s0["buckets"]) {
+      recomputed += p["recomputed_segments"].get<int64_t>();
+      without = std::max(without, p["arena_bytes_without_checkpointing"].get<int64_t>());
+    }
+    REQUIRE(recomputed > 0);  // the smallest arena makes the largest bucket recompute
+    char budget[64];
+    std::snprintf(budget, sizeof budget, "runtime.arena_gb=%.17g", double(without) / double(1ull << 30));
+    Config roomy = small_job("arena-roomy", {"training.steps=2", "data.eval=\"\"", budget}, 1);
+    run_training(roomy);
+    nlohmann::json s1 = nlohmann::json::parse(read_file_text(roomy.job.dump_folder / "startup.json"));
+    for (const nlohmann::json& p : s1["buckets"]) CHECK(p["recomputed_segments"].get<int64_t>() == 0);
+    CHECK(s1["arena_bytes"].get<int64_t>() == without);
+    // Recomputation is bit for bit the same as none: the losses agree exactly.
+    const std::vector<nlohmann::json> a = step_records(least.job.dump_folder), b = step_records(roomy.job.dump_folder);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
   }
 
   TEST_CASE("drafter.rope_theta is the drafter's rope base: the first step's loss is that of a drafter built with it") {

@@ -173,6 +173,33 @@ TEST_SUITE("seal") {
     CHECK_FALSE(r.ctx.sealed());
   }
 
+  TEST_CASE("an arena budget trades memory for recomputation: the fewest recomputed segments that fit it") {
+    // A fitted body over 3 segments of 1 KiB each: the ones not recomputed stay alive together.
+    auto build = [](size_t budget, size_t available) {
+      CpuRuntime rt;
+      Tensor x = Tensor::persistent({256}, DType::f32);
+      ops::fill_(x, 1.0f);
+      Engine engine(rt.ctx);
+      engine.add_fitted("fitted", Bucket{}, [&](int64_t recomputed) {
+        NoGrad no_grad;
+        std::vector<Tensor> held;
+        for (int64_t l = 0; l < 3; ++l) {
+          Tensor t = ops::scale(x, 2.0f);
+          if (l >= recomputed) held.push_back(t);
+        }
+      }, 3);
+      engine.set_arena_budget(budget);
+      engine.build(available);
+      return std::make_pair(engine.report()[0].recomputed, engine.arena_bytes());
+    };
+    const size_t kib = 1024, plenty = size_t(1) << 20;
+    CHECK(build(0, plenty) == std::make_pair(int64_t(2), kib));           // the smallest arena
+    CHECK(build(2 * kib, plenty) == std::make_pair(int64_t(1), 2 * kib));  // two segments kept
+    CHECK(build(10 * kib, plenty) == std::make_pair(int64_t(0), 3 * kib)); // none recomputed; only what it needs
+    CHECK(build(kib / 2, plenty) == std::make_pair(int64_t(2), kib));     // below the minimum: the minimum
+    CHECK_THROWS_WITH_AS(build(4 * kib, 3 * kib), doctest::Contains("lower runtime.arena_gb"), Error);
+  }
+
   TEST_CASE("a body whose recording differs from its plan is refused, naming the program and both counts") {
     CpuRuntime rt;
     Tensor x = randn({4}, 1);

@@ -431,6 +431,9 @@ class Parser {
         "use \"auto\", \"cpu\", \"cuda\" (every GPU) or \"cuda:N[,M...]\" with distinct GPU ids, e.g. \"cuda:0,1\"");
     at_least(c.runtime.cpu_workers, 1, "runtime.cpu_workers");
     non_negative(c.runtime.memory_limit_gb, "runtime.memory_limit_gb");
+    non_negative(c.runtime.arena_gb, "runtime.arena_gb");
+    require(c.runtime.memory_limit_gb == 0 || c.runtime.arena_gb <= c.runtime.memory_limit_gb, "runtime.arena_gb",
+            "exceeds runtime.memory_limit_gb, the most the arena may take; lower it or raise the limit");
     require(c.runtime.rendezvous_port >= 0 && c.runtime.rendezvous_port <= 65535, "runtime.rendezvous_port",
             "must be a TCP port in [1, 65535], or 0 for MASTER_PORT + 1");
     positive(c.runtime.rendezvous_timeout_s, "runtime.rendezvous_timeout_s");

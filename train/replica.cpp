@@ -76,6 +76,7 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     UpdateStep* u = update_.get();
     engine_->add("update", Bucket{}, [u](bool) { u->body(); }, false);
   }
+  engine_->set_arena_budget(opt_.arena_budget);
   engine_->build(available_bytes, progress);
   for (auto& s : steps_) {
     std::string seq = std::to_string(s->bucket().seq);

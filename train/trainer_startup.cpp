@@ -175,6 +175,7 @@ void Trainer::build_replicas() {
     o.eval = eval_ != nullptr;
     o.graphs = c.runtime.graphs;
     o.checkpointing = c.training.checkpointing;
+    o.arena_budget = size_t(c.runtime.arena_gb * double(1ull << 30));
     o.grad_accum = k;
     o.chunk_rows = c.training.chunk_rows;
     o.init_seed = c.job.seed;
