@@ -74,6 +74,17 @@ std::filesystem::path stderr_file(const std::string& name) {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A survivor's end as every failure test wants it: status 1 within 8 s of t0, and exactly one line
+// saying "error" on its stderr (err), whose text it returns.
+std::string exited_with_one_error(int rc, Clock::time_point t0, const std::filesystem::path& err) {
+  CHECK(rc == 1);
+  CHECK(seconds_since(t0) < 8);
+  const std::string text = read_text(err);
+  INFO(text);
+  CHECK(count(text, "error") == 1);
+  return text;
+}
 }  // namespace
 
 TEST_SUITE("rendezvous failure") {
@@ -88,11 +99,8 @@ TEST_SUITE("rendezvous failure") {
       std::optional<int> rc = wait_child_for(survivor, 10);
       CHECK(wait_child(killed) == 128 + SIGKILL);
       REQUIRE_MESSAGE(rc.has_value(), "rank " << alive << " was still running 10 s after rank " << dead << " was killed");
-      CHECK(*rc == 1);
-      CHECK(seconds_since(t0) < 8);
-      const std::string text = read_text(err);
+      const std::string text = exited_with_one_error(*rc, t0, err);
       CAPTURE(text);
-      CHECK(count(text, "error") == 1);
       CHECK(text.find("dflash-train: error: rank " + std::to_string(dead) + " (host ") != std::string::npos);
       CHECK(text.find("exited without finishing (killed or crashed; its connection ") != std::string::npos);
       std::filesystem::remove(err);
@@ -109,11 +117,8 @@ TEST_SUITE("rendezvous failure") {
     ::kill(stopped, SIGKILL);
     wait_child(stopped);
     REQUIRE_MESSAGE(rc.has_value(), "rank 0 was still running 10 s after rank 1 stopped");
-    CHECK(*rc == 1);
-    CHECK(seconds_since(t0) < 8);
-    const std::string text = read_text(err);
+    const std::string text = exited_with_one_error(*rc, t0, err);
     CAPTURE(text);
-    CHECK(count(text, "error") == 1);
     CHECK(text.find("dflash-train: error: rank 1 (host ") != std::string::npos);
     CHECK(text.find("has not answered for 1 s (hung, stopped or unreachable; runtime.heartbeat_timeout_s)") !=
           std::string::npos);
@@ -154,11 +159,8 @@ TEST_SUITE("rendezvous failure") {
     std::optional<int> rc = wait_child_for(survivor, 10);
     wait_child(killed);
     REQUIRE(rc.has_value());
-    CHECK(*rc == 1);
-    CHECK(seconds_since(t0) < 8);
-    const std::string text = read_text(err);
+    const std::string text = exited_with_one_error(*rc, t0, err);
     CAPTURE(text);
-    CHECK(count(text, "error") == 1);
     CHECK(text.find("dflash-train: error: rank 1 (host ") != std::string::npos);
     std::filesystem::remove(err);
   }
