@@ -52,7 +52,8 @@ class Rendezvous : public Coordinator {
 
   // The watchdog's hooks, called on its thread: `poll` about once per heartbeat (a non-empty
   // result is a local failure, e.g. an NCCL async error); `abort` once, at the first failure it
-  // sees, after the exit timer is armed (a hook that never returns still ends the process).
+  // sees, after the exit timer is armed (a hook that never returns still ends the process), or
+  // at once if that failure came before the hook.
   void set_watch(std::function<std::optional<std::string>()> poll, std::function<void()> abort);
 
   // Ends this process now with status 1, without unwinding (destructors could wait forever on a

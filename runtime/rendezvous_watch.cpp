@@ -143,19 +143,33 @@ void Rendezvous::io_loop() {
   State& s = *st_;
   Clock::time_point next_beat = Clock::now();
   const std::string me = "rank " + std::to_string(opt_.rank);
-  auto fail = [&](const std::string& text, int culprit) {
-    if (!record_failure(text, culprit, /*print=*/true)) return;
+  auto abort_if_wanted = [&] {
     std::function<void()> abort;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
-      if (!s.aborted) {
+      if (s.abort_wanted && s.abort && !s.aborted) {
         s.aborted = true;
         abort = s.abort;
       }
     }
     if (abort) abort();  // may block (ncclCommAbort): the exit timer is already armed
   };
+  auto fail = [&](const std::string& text, int culprit) {
+    {
+      // After this rank's clean end, a peer that leaves without its goodbye (it heard ours first
+      // and so sent none) is no failure.
+      std::lock_guard<std::mutex> lock(s.mutex);
+      if (s.finished) return;
+    }
+    if (!record_failure(text, culprit, /*print=*/true)) return;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.abort_wanted = true;
+    }
+    abort_if_wanted();
+  };
   while (!s.stop) {
+    abort_if_wanted();  // a hook installed after the failure was seen
     const Clock::time_point now = Clock::now();
     const bool beat = now >= next_beat;
     if (beat) {

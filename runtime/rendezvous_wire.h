@@ -60,6 +60,9 @@ struct Rendezvous::State {
   std::optional<std::string> failure;
   std::atomic<bool> stop{false};
   bool aborted = false, finished = false;
+  // The watchdog saw a failure; the abort hook runs once, on the watchdog's thread, even when it
+  // is installed (set_watch) after the failure.
+  bool abort_wanted = false;
   std::function<std::optional<std::string>()> poll;
   std::function<void()> abort;
   // Whether this process printed its error line (at most one is printed); shared with the exit

@@ -140,6 +140,11 @@ mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \
   'restore(dy, dx, groups, row_bytes, period, 0x3F);'
 
+# --- Failures across processes (issue 8) ---
+mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
+  'abort_if_wanted();  // a hook installed after the failure was seen' \
+  '(void)0;  // a hook installed after the failure was seen'
+
 # --- Machinery ---
 fail() {
   echo "mutants: $*" >&2

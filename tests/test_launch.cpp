@@ -269,6 +269,23 @@ TEST_SUITE("rendezvous") {
     CHECK(wait_child(child) == 128 + SIGKILL);
   }
 
+  TEST_CASE("an abort hook installed after the watchdog saw a failure still runs, once") {
+    const int port = free_port();
+    pid_t child = fork_child([&] {
+      auto r = Rendezvous::join(opts(1, 2, "127.0.0.1", port));
+      ::kill(::getpid(), SIGKILL);
+      return 0;
+    });
+    auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
+    REQUIRE(eventually([&] { return r->failure().has_value(); }, 5));
+    std::atomic<int> aborts{0};
+    r->set_watch({}, [&] { ++aborts; });
+    CHECK(eventually([&] { return aborts.load() > 0; }, 2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(aborts.load() == 1);
+    CHECK(wait_child(child) == 128 + SIGKILL);
+  }
+
   TEST_CASE("a rank that stops answering counts as hung after the heartbeat timeout") {
     const int port = free_port();
     pid_t child = fork_child([&] {
