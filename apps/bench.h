@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graphs/buckets.h"
+#include "graphs/checkpoint.h"
 #include "model/drafter_spec.h"
 #include "model/target.h"
 #include "runtime/context.h"
@@ -42,11 +44,21 @@ bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector
                      const std::function<void()>& replay, int replays, double visible_pairs, const std::string& title,
                      const std::string& summary_json);
 
-// arena_gb > 0: the arena may grow to that many GiB so fewer layers recompute (runtime.arena_gb).
+// What the drafter benchmarks trade memory for: checkpointing off; or fitted to the arena, which
+// may grow to arena_gb GiB when > 0 so fewer layers recompute (runtime.arena_gb); or, for
+// measurements, a forced choice (--recompute=F+P: F layers recomputed entirely, P in part),
+// whatever the memory. chunk_rows: the lm_head's rows per chunk (training.chunk_rows).
+struct BenchMemory {
+  bool on = true;
+  double arena_gb = 0;
+  std::optional<Recompute> recompute;
+  int64_t chunk_rows = 1024;
+  std::string str() const;  // "off", "on, 4+1p forced", "on, fitted to ..."
+};
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing, bool online, double arena_gb = 0);
+                       const BenchMemory& ck, bool online);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
-                          bool checkpointing);
+                          const BenchMemory& ck);
 struct AttentionBenchShape {
   int64_t batch, seq, anchors, heads, kv_heads, head_dim;
 };

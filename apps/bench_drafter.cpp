@@ -121,7 +121,8 @@ struct DrafterBench {
 
   std::unique_ptr<Target> target;  // online mode: the frozen target runs in the step
 
-  DrafterBench(const std::string& model, const std::vector<Bucket>& buckets, bool cuda, bool online = false)
+  DrafterBench(const std::string& model, const std::vector<Bucket>& buckets, bool cuda, bool online = false,
+               int64_t chunk_rows = 1024)
       : spec(bench_spec(model)), dev(cuda ? Device::cuda(0) : Device::cpu()), ctx(dev), scope(ctx) {
     DType compute = dev.is_cuda() ? DType::bf16 : DType::f32;
     auto t_load = Clock::now();
@@ -146,24 +147,26 @@ struct DrafterBench {
     optimizer = std::make_unique<AdamWOptimizer>(drafter->params(), opt);
     update = std::make_unique<UpdateStep>(*optimizer, drafter->params(), nullptr, 0, 1);
     for (const Bucket& b : buckets) {
-      steps.push_back(std::make_unique<BucketStep>(*drafter, target.get(), b, 1024, true));
+      steps.push_back(std::make_unique<BucketStep>(*drafter, target.get(), b, chunk_rows, true));
       if (!target)
         fill_random(steps.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
     }
     load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
   }
 
-  void build(bool checkpointing, double arena_gb = 0) {
+  void build(const BenchMemory& ck) {
     auto t0 = Clock::now();
     engine = std::make_unique<Engine>(ctx);
-    engine->set_arena_budget(size_t(arena_gb * double(1ull << 30)));
+    engine->set_arena_budget(size_t(ck.arena_gb * double(1ull << 30)));
+    engine->force_recompute(ck.recompute);
     for (auto& s : steps) {
       BucketStep* step = s.get();
       if (target)
         engine->add(target_name(step->bucket()), step->bucket(), [step](bool) { step->target_body(); }, false);
-      if (checkpointing)
+      if (ck.on)
         engine->add_fitted(train_name(step->bucket()), step->bucket(),
-                           [step](int64_t k) { step->train_body_recomputing(k); }, step->layers());
+                           [step](Recompute r) { step->train_body_recomputing(r); }, step->layers(),
+                           /*partial=*/true);
       else
         engine->add(train_name(step->bucket()), step->bucket(), [step](bool) { step->train_body(false); }, false);
     }
@@ -198,12 +201,31 @@ struct DrafterBench {
   }
 };
 
+const ProgramReport& report_of(const Engine& engine, const std::string& name) {
+  for (const ProgramReport& p : engine.report())
+    if (p.name == name) return p;
+  DF_FAIL("no program '" << name << "' in the engine's report");
+}
+
 }  // namespace
 
+std::string BenchMemory::str() const {
+  if (!on) return "off";
+  char s[128];
+  if (recompute)
+    std::snprintf(s, sizeof s, "on, %lld+%lldp forced", (long long)recompute->full, (long long)recompute->partial);
+  else if (arena_gb > 0)
+    std::snprintf(s, sizeof s, "on, fitted to an arena of up to %.3g GiB", arena_gb);
+  else
+    std::snprintf(s, sizeof s, "on, fitted to the smallest arena");
+  return std::string(s) + (chunk_rows != 1024 ? ", lm_head chunks of " + std::to_string(chunk_rows) + " rows" : "");
+}
+
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
-                       bool checkpointing, bool online, double arena_gb) {
-  DrafterBench bench(model, buckets, cuda, online);
-  bench.build(checkpointing, arena_gb);
+                       const BenchMemory& ck, bool online) {
+  const bool checkpointing = ck.on;
+  DrafterBench bench(model, buckets, cuda, online, ck.chunk_rows);
+  bench.build(ck);
   const DrafterSpec& spec = bench.spec;
   Context& ctx = bench.ctx;
   StartupReport report = make_startup_report(*bench.engine, 1, bench.startup_ms);
@@ -242,25 +264,30 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
       flops += target_forward_flops(bench.target->spec(), b.batch, b.seq, deepest + 1);
     }
     StepResult r = s->result();
-    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f)\n", (long long)b.seq, (long long)b.anchors, med,
-                flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30), r.loss);
+    const ProgramReport& rep = report_of(*bench.engine, DrafterBench::train_name(b));
+    const long long whole = rep.recomputed - rep.partially_recomputed, part = rep.partially_recomputed;
+    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f; recompute %lld+%lldp/%lld)\n", (long long)b.seq,
+                (long long)b.anchors, med, flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30),
+                r.loss, whole, part, (long long)rep.segments);
     std::printf("{\"bench\":\"%s\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
-                "\"checkpointing\":%s,\"step_ms\":%.3f,\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,"
-                "\"persistent_bytes\":%zu,\"peak_gib\":%.3f}\n",
+                "\"checkpointing\":%s,\"recomputed\":%lld,\"partially_recomputed\":%lld,\"step_ms\":%.3f,"
+                "\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,\"persistent_bytes\":%zu,\"peak_gib\":%.3f}\n",
                 online ? "step-online" : "step", model.c_str(), bench.dev.str().c_str(), (long long)b.seq,
-                (long long)b.anchors, (long long)b.batch, checkpointing ? "true" : "false", med, flops / 1e12 / (med / 1e3), bench.startup_ms,
-                bench.engine->arena_bytes(), ctx.persistent_bytes(), double(peak) / double(1ull << 30));
+                (long long)b.anchors, (long long)b.batch, checkpointing ? "true" : "false", whole + part, part, med,
+                flops / 1e12 / (med / 1e3), bench.startup_ms, bench.engine->arena_bytes(), ctx.persistent_bytes(),
+                double(peak) / double(1ull << 30));
   }
   return 0;
 }
 
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
-                          bool checkpointing) {
-  DrafterBench bench(model, buckets, cuda);
+                          const BenchMemory& ck) {
+  const bool checkpointing = ck.on;
+  DrafterBench bench(model, buckets, cuda, false, ck.chunk_rows);
   ProfileLog log;
   bench.ctx.attach_profile(&log);
   if (cuda) profile_track_graph_nodes();
-  bench.build(checkpointing);
+  bench.build(ck);
   bench.ctx.attach_profile(nullptr);
   bool ok = true;
   for (auto& s : bench.steps) {
@@ -272,16 +299,19 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
     const std::string train_name = DrafterBench::train_name(b);
     const Program& train = bench.engine->program(train_name);
     const Program& upd = bench.engine->program("update");
-    char title[256];
-    std::snprintf(title, sizeof title, "profile: %s %lld:%lld on %s, checkpointing %s, %d replays of train + update",
-                  model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(),
-                  checkpointing ? "on" : "off", replays);
+    const ProgramReport& rep = report_of(*bench.engine, train_name);
+    const long long whole = rep.recomputed - rep.partially_recomputed, part = rep.partially_recomputed;
+    char title[320];
+    std::snprintf(title, sizeof title,
+                  "profile: %s %lld:%lld on %s, checkpointing %s: recompute %lld+%lldp/%lld, %d replays of train + update",
+                  model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(), ck.str().c_str(),
+                  whole, part, (long long)rep.segments, replays);
     char summary[512];
     std::snprintf(summary, sizeof summary,
                   "\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,\"checkpointing\":%s,"
-                  "\"bench_flop\":%.17g",
+                  "\"recomputed\":%lld,\"partially_recomputed\":%lld,\"bench_flop\":%.17g",
                   model.c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
-                  checkpointing ? "true" : "false", step_flops(bench.spec, b, anchors[0]));
+                  checkpointing ? "true" : "false", whole + part, part, step_flops(bench.spec, b, anchors[0]));
     ok = profile_replays(bench.ctx, log, cuda, {train_name, "update"}, [&] {
            train.replay();
            upd.replay();

@@ -119,6 +119,16 @@ int cmd_toy(int steps, bool cuda) {
   }
   return 0;
 }
+// "F+P" or "F": layers recomputed entirely and in part.
+std::optional<Recompute> parse_recompute(const std::string& v) {
+  const size_t plus = v.find('+');
+  const std::string f = v.substr(0, plus), p = plus == std::string::npos ? "0" : v.substr(plus + 1);
+  auto number = [](const std::string& s) {
+    return !s.empty() && s.size() < 10 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!number(f) || !number(p)) return std::nullopt;
+  return Recompute{std::stoll(f), std::stoll(p)};
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,7 +143,7 @@ int main(int argc, char** argv) {
     std::vector<Bucket> buckets;
     int64_t seq = 0, anchors = 0, heads = 32, kv_heads = 8, head_dim = 128, batch = 1;  // attention
     int reps = 20;
-    double arena_gb = 0;
+    BenchMemory ck;
     std::vector<int64_t> contexts;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
@@ -145,7 +155,17 @@ int main(int argc, char** argv) {
       else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
       else if (a == "--no-checkpointing") checkpointing = false;
-      else if (a.rfind("--arena-gb=", 0) == 0) arena_gb = std::stod(a.substr(11));
+      else if (a.rfind("--arena-gb=", 0) == 0) ck.arena_gb = std::stod(a.substr(11));
+      else if (a.rfind("--chunk-rows=", 0) == 0) ck.chunk_rows = std::stoll(a.substr(13));
+      else if (a.rfind("--recompute=", 0) == 0) {
+        std::optional<Recompute> r = parse_recompute(a.substr(12));
+        if (!r) {
+          std::fprintf(stderr, "dflash-bench: %s: give F+P (F layers recomputed entirely, P in part), e.g. "
+                               "--recompute=4+1, or F alone\n", a.c_str());
+          return 2;
+        }
+        ck.recompute = r;
+      }
       else if (a == "--online") online = true;
       else if (a == "--target") target = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
@@ -170,11 +190,16 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    ck.on = checkpointing;
+    if (ck.recompute && !ck.on) {
+      std::fprintf(stderr, "dflash-bench: --recompute and --no-checkpointing contradict each other; drop one\n");
+      return 2;
+    }
     if (cmd == "workers") return cmd_workers(steps);
     if (cmd == "toy") return cmd_toy(steps, cuda);
     if (cmd == "step") {
       if (buckets.empty()) buckets = {{512, 64, 1}, {1024, 128, 1}, {2048, 256, 1}};
-      return bench_drafter_step(model, buckets, steps, cuda, checkpointing, online, arena_gb);
+      return bench_drafter_step(model, buckets, steps, cuda, ck, online);
     }
     if (cmd == "target") {
       if (seqs.empty()) seqs = {1024, 4096, 16384};
@@ -201,17 +226,20 @@ int main(int argc, char** argv) {
     }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
-      return bench_drafter_profile(model, buckets, replays, cuda, checkpointing);
+      return bench_drafter_profile(model, buckets, replays, cuda, ck);
     }
     std::fprintf(stderr,
                  "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
                  "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n"
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
-                 "                         [--no-checkpointing] [--online] [--arena-gb=G]   the DFlash drafter step of ../shared/BENCH.md\n"
+                 "                         [--no-checkpointing] [--online] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
+                 "                         the DFlash drafter step of ../shared/BENCH.md (--recompute: F layers\n"
+                 "                         recomputed entirely, P in part, forced; else fitted to the arena)\n"
                  "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
-                 "                         [--no-checkpointing]   per-op time table of that step (CUPTI on the GPU)\n"
+                 "                         [--no-checkpointing] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
+                 "                         per-op time table of that step (CUPTI on the GPU)\n"
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
                  "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"
                  "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"

@@ -45,6 +45,14 @@ std::vector<Tensor> CheckpointStash::take() {
   return std::move(kept_[next_++]);
 }
 
+void adopt_kept_values(const Tensor& skipped, const Tensor& kept) {
+  DF_CHECK(skipped.shape() == kept.shape() && skipped.dtype() == kept.dtype(),
+           "checkpoint stash: the kept " << kept.describe() << " cannot stand in for the recomputed "
+                                         << skipped.describe() << "; the segment must keep what it recomputes");
+  skipped.impl().storage = kept.impl().storage;
+  skipped.impl().offset = kept.impl().offset;
+}
+
 std::vector<Tensor> checkpoint(const char* name, const Segment& segment, const std::vector<Tensor>& inputs) {
   return checkpoint_with_stash(
       name, [segment](const std::vector<Tensor>& x, CheckpointStash&) { return segment(x); }, inputs);

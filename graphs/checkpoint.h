@@ -9,6 +9,14 @@
 
 namespace dflash {
 
+// How a body runs its checkpointable segments (a model's layers): the first `full` are
+// recomputed entirely in backward, the next `partial` only in part (they keep more of their
+// first run: more memory, less work), the rest are not recomputed.
+struct Recompute {
+  int64_t full = 0, partial = 0;
+  bool operator==(const Recompute&) const = default;
+};
+
 using Segment = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // Runs segment(inputs). With grad mode on, records one node that recomputes the segment in
@@ -36,6 +44,11 @@ class CheckpointStash {
   std::vector<std::vector<Tensor>> kept_;
   size_t next_ = 0;
 };
+
+// In a recomputation: makes `skipped`, the unwritten output of an op run under SkipLaunches for
+// its tape, hold the values `kept` from the first run (no copy: it takes their storage). Its
+// own block goes back at once. Same shape and dtype; call it before taking views of `skipped`.
+void adopt_kept_values(const Tensor& skipped, const Tensor& kept);
 
 using StashedSegment = std::function<std::vector<Tensor>(const std::vector<Tensor>&, CheckpointStash&)>;
 

@@ -21,13 +21,26 @@ std::string gib(size_t bytes) {
 }
 }  // namespace
 
-void Engine::add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing) {
-  add_entry({name, bucket, [body](int64_t k) { body(k > 0); }, checkpointing ? 1 : 0, false, 0});
+std::vector<Recompute> recompute_ladder(int64_t segments, bool partial) {
+  std::vector<Recompute> ladder;
+  for (int64_t full = 0; full <= segments; ++full)
+    for (int64_t part = 0; part <= (partial ? segments - full : 0); ++part) ladder.push_back({full, part});
+  auto cost = [](const Recompute& r) { return double(r.full) + kPartialRecomputeCost * double(r.partial); };
+  // Equal costs: the one that keeps less first (whole recomputation keeps the least).
+  std::stable_sort(ladder.begin(), ladder.end(), [&](const Recompute& a, const Recompute& b) {
+    return cost(a) != cost(b) ? cost(a) < cost(b) : a.full > b.full;
+  });
+  return ladder;
 }
 
-void Engine::add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments) {
+void Engine::add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing) {
+  add_entry({name, bucket, [body](Recompute r) { body(r.full > 0); }, checkpointing ? 1 : 0, false, false, {}});
+}
+
+void Engine::add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments,
+                        bool partial) {
   DF_CHECK(segments >= 0, "program '" << name << "': " << segments << " checkpointable segments");
-  add_entry({name, bucket, std::move(body), segments, true, 0});
+  add_entry({name, bucket, std::move(body), segments, true, partial, {}});
 }
 
 void Engine::add_entry(Entry e) {
@@ -40,7 +53,8 @@ void Engine::add_entry(Entry e) {
 void Engine::build(size_t available_bytes, const std::function<void(const std::string&)>& progress) {
   DF_CHECK(!ctx_.sealed(), "Engine::build on a sealed runtime: buckets are fixed at startup");
   reports_.clear();
-  auto plan = [&](const Entry& e, int64_t k) { return plan_program(ctx_, e.name, [&] { e.body(k); }); };
+  auto plan = [&](const Entry& e, Recompute r) { return plan_program(ctx_, e.name, [&] { e.body(r); }); };
+  auto all = [](const Entry& e) { return Recompute{e.segments, 0}; };
   // Every program with all its segments recomputed: the largest of these sizes the arena.
   std::vector<PlanResult> plans;
   size_t largest = 0;
@@ -51,9 +65,9 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     r.name = e.name;
     r.bucket = e.bucket;
     r.segments = e.segments;
-    PlanResult full = plan(e, e.segments);
+    PlanResult full = plan(e, all(e));
     r.arena_bytes_full_checkpointing = full.arena_bytes;
-    r.arena_bytes_without_checkpointing = e.segments > 0 ? plan(e, 0).arena_bytes : full.arena_bytes;
+    r.arena_bytes_without_checkpointing = e.segments > 0 ? plan(e, Recompute{}).arena_bytes : full.arena_bytes;
     if (full.arena_bytes >= largest) {
       largest = full.arena_bytes;
       largest_entry = &e;
@@ -78,17 +92,30 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
                                    << " bytes) available for the arena on " << ctx_.device().str()
                                    << "; lower runtime.arena_gb or raise runtime.memory_limit_gb");
   }
-  // Fitted programs recompute the fewest leading segments that keep them within that arena (or
-  // within the budget, when one is set and larger).
+  // Fitted programs take the fastest choice that keeps them within that arena (or within the
+  // budget, when one is set and larger); the last choice, everything recomputed, always fits.
   const size_t target = std::max(largest, arena_budget_);
+  size_t forced_arena = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
-    e.chosen = e.segments;
+    e.chosen = all(e);
     if (!e.fitted) continue;
-    for (int64_t k = 0; k < e.segments; ++k) {
-      PlanResult p = plan(e, k);
+    if (forced_) {
+      DF_CHECK(forced_->full >= 0 && forced_->partial >= 0 && forced_->full + forced_->partial <= e.segments &&
+                   (forced_->partial == 0 || e.partial),
+               "program '" << e.name << "' has " << e.segments << " checkpointable segments"
+                           << (e.partial ? "" : ", none recomputable in part") << "; it cannot recompute "
+                           << forced_->full << " entirely and " << forced_->partial << " in part");
+      e.chosen = *forced_;
+      plans[i] = plan(e, e.chosen);
+      forced_arena = std::max(forced_arena, plans[i].arena_bytes);
+      continue;
+    }
+    for (const Recompute& r : recompute_ladder(e.segments, e.partial)) {
+      if (r == all(e)) break;
+      PlanResult p = plan(e, r);
       if (p.arena_bytes <= target) {
-        e.chosen = k;
+        e.chosen = r;
         plans[i] = p;
         break;
       }
@@ -97,16 +124,20 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
   for (size_t i = 0; i < entries_.size(); ++i) {
     reports_[i].arena_bytes = plans[i].arena_bytes;
     reports_[i].kernels = plans[i].kernels;
-    reports_[i].recomputed = entries_[i].chosen;
+    reports_[i].recomputed = entries_[i].chosen.full + entries_[i].chosen.partial;
+    reports_[i].partially_recomputed = entries_[i].chosen.partial;
     reports_[i].peak_at = plans[i].peak_at;
   }
   // Without a budget the arena is the largest fully recomputing plan; with one, what the chosen
   // plans need (at most the budget).
   size_t arena = largest;
-  if (arena_budget_ > largest) {
+  if (arena_budget_ > largest || forced_) {
     arena = 0;
     for (const PlanResult& p : plans) arena = std::max(arena, p.arena_bytes);
   }
+  DF_CHECK(arena <= available_bytes, "the forced recomputation needs an activation arena of "
+                                         << gib(arena) << " (" << forced_arena << " bytes for the fitted programs) but only "
+                                         << gib(available_bytes) << " are available; recompute more layers");
   ctx_.reserve_arena(arena);
   arena_bytes_ = arena;
   for (size_t i = 0; i < entries_.size(); ++i) {

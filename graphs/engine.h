@@ -5,10 +5,12 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graphs/buckets.h"
+#include "graphs/checkpoint.h"
 #include "graphs/program.h"
 
 namespace dflash {
@@ -21,7 +23,8 @@ struct ProgramReport {
   size_t arena_bytes_without_checkpointing = 0;
   size_t arena_bytes_full_checkpointing = 0;
   int64_t segments = 0;    // checkpointable segments (layers); 0 when the body has no choice
-  int64_t recomputed = 0;  // of which the recording recomputes this many
+  int64_t recomputed = 0;  // of which the recording recomputes this many (entirely or in part)
+  int64_t partially_recomputed = 0;  // of those, recomputed only in part
   std::string peak_at;     // the op (phase) at the arena peak
   double record_ms = 0;
 };
@@ -29,8 +32,14 @@ struct ProgramReport {
 // A body that builds the program's op sequence; `checkpointing` says whether to use
 // recompute checkpointing (the engine also plans it without, for the report).
 using ProgramBody = std::function<void(bool checkpointing)>;
-// A body with checkpointable segments that recomputes the first `recomputed` of them.
-using FittedBody = std::function<void(int64_t recomputed)>;
+// A body with checkpointable segments, run as `Recompute` says.
+using FittedBody = std::function<void(Recompute)>;
+
+// The choices a fitted body over `segments` offers, fastest first by the cost model (a segment
+// recomputed in part costs kPartialRecomputeCost of one recomputed entirely); the last one
+// recomputes every segment entirely. Without partial recomputation: full = 0, 1, ..., segments.
+constexpr double kPartialRecomputeCost = 0.25;
+std::vector<Recompute> recompute_ladder(int64_t segments, bool partial);
 
 class Engine {
  public:
@@ -38,15 +47,21 @@ class Engine {
 
   void add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing);
   // Checkpointing fitted to the arena: the arena is sized by the worker's most demanding program
-  // with every segment recomputed, and is reserved anyway; this program then recomputes only as
-  // many leading segments as it needs to stay within that arena (often none for small buckets).
+  // with every segment recomputed, and is reserved anyway; this program then takes the first
+  // choice of recompute_ladder (the fastest) that stays within that arena (often no
+  // recomputation for small buckets). `partial`: the body can recompute segments in part.
   // The choice depends only on the plans, so it is the same on every rank and every run.
-  void add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments);
+  void add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments,
+                  bool partial = false);
   // Trades memory for speed: with a budget (bytes, > 0) the arena may grow up to it (never below
   // what the most demanding program needs with every segment recomputed), and every fitted
-  // program, the most demanding one included, recomputes only the fewest leading segments that
-  // keep it within the budget. 0 (the default): the smallest arena, as add_fitted says.
+  // program, the most demanding one included, takes the fastest choice that keeps it within the
+  // budget. 0 (the default): the smallest arena, as add_fitted says.
   void set_arena_budget(size_t bytes) { arena_budget_ = bytes; }
+  // For measurements (dflash-bench --recompute): every fitted program runs this choice, whatever
+  // the memory; the arena is sized to what the choices need. Refused where a program has fewer
+  // segments than the choice names.
+  void force_recompute(std::optional<Recompute> r) { forced_ = r; }
 
   // Plans, checks the fit, reserves the arena, records and seals. available_bytes is the memory
   // the arena may take on this device (for all of this worker's programs: they share it).
@@ -66,7 +81,8 @@ class Engine {
     FittedBody body;
     int64_t segments = 0;  // the most the body can recompute
     bool fitted = false;   // else it always recomputes all of them
-    int64_t chosen = 0;
+    bool partial = false;  // it can recompute segments in part
+    Recompute chosen;
   };
   void add_entry(Entry e);
 
@@ -76,6 +92,7 @@ class Engine {
   std::vector<ProgramReport> reports_;
   size_t arena_bytes_ = 0;
   size_t arena_budget_ = 0;
+  std::optional<Recompute> forced_;
 };
 
 // Memory an arena may take on a device now: free GPU memory, or the host's available memory.

@@ -38,8 +38,13 @@ std::string format_startup_table(const StartupReport& r) {
                 "kernels", "arena", "arena no-ckpt", "recompute", "record ms");
   out += line;
   for (const ProgramReport& p : r.programs) {
+    // "4/5": four layers recomputed; "3+1p/5": three entirely and one in part.
+    const std::string whole = std::to_string(p.recomputed - p.partially_recomputed);
     const std::string recompute =
-        p.segments > 0 ? std::to_string(p.recomputed) + "/" + std::to_string(p.segments) : std::string("-");
+        p.segments == 0 ? std::string("-")
+        : p.partially_recomputed == 0
+            ? whole + "/" + std::to_string(p.segments)
+            : whole + "+" + std::to_string(p.partially_recomputed) + "p/" + std::to_string(p.segments);
     std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9s %9.2f\n", p.name.c_str(),
                   (long long)p.bucket.seq, (long long)p.bucket.anchors, (long long)p.bucket.batch, p.kernels,
                   human_bytes(p.arena_bytes).c_str(), human_bytes(p.arena_bytes_without_checkpointing).c_str(),
@@ -75,6 +80,7 @@ nlohmann::json startup_json(const StartupReport& r) {
                         {"arena_bytes_full_checkpointing", p.arena_bytes_full_checkpointing},
                         {"segments", p.segments},
                         {"recomputed_segments", p.recomputed},
+                        {"partially_recomputed_segments", p.partially_recomputed},
                         {"arena_peak_at", p.peak_at},
                         {"record_ms", p.record_ms}};
     j["programs"].push_back(e);

@@ -39,8 +39,10 @@ class Drafter {
   void init_random(uint64_t seed, double std);
 
   DrafterOutputs forward(const DrafterInputs& in, bool checkpointing, int64_t chunk_rows) const;
-  // Checkpoints (recomputes in backward) the first recomputed_layers layers only.
-  DrafterOutputs forward(const DrafterInputs& in, int64_t recomputed_layers, int64_t chunk_rows) const;
+  // Checkpoints (recomputes in backward) the first recompute.full layers entirely and the next
+  // recompute.partial in part (their o, gate and up projections' outputs kept); the rest are
+  // not checkpointed. Every choice computes the same values and gradients, bit for bit.
+  DrafterOutputs forward(const DrafterInputs& in, Recompute recompute, int64_t chunk_rows) const;
 
   ParameterStore& params() { return *params_; }
   const ParameterStore& params() const { return *params_; }
@@ -52,7 +54,7 @@ class Drafter {
 
  private:
   Tensor layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
-               const Tensor& anchors, const Tensor& keep, int64_t S, CheckpointStash* stash) const;
+               const Tensor& anchors, const Tensor& keep, int64_t S, CheckpointStash* stash, bool partial) const;
   DrafterSpec spec_;
   Tensor embed_, lm_head_, inv_freq_;
   std::unique_ptr<ParameterStore> params_;

@@ -36,6 +36,23 @@ std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t) {
   return {g, true};
 }
 
+std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t, const Tensor& donor) {
+  if (!t.defined() || !t.requires_grad()) return {Tensor(), false};
+  if (t.is_leaf() || grads_.count(t.id())) return {in(t), false};
+  const bool dead = donor.defined() && donor.impl_ptr().use_count() == 1 && donor.impl().storage.use_count() == 1 &&
+                    donor.shape() == t.shape() && donor.dtype() == grad_dtype(t);
+  if (!dead) return in_overwritable(t);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = donor.impl().storage;
+  impl->offset = donor.impl().offset;
+  impl->shape = donor.shape();
+  impl->dtype = donor.dtype();
+  impl->id = next_tensor_id();
+  Tensor g(std::move(impl));
+  grads_.emplace(t.id(), g);
+  return {g, true};
+}
+
 bool NodeGrads::adopt(const Tensor& t, const Tensor& grad) {
   if (!t.defined() || !t.requires_grad() || t.is_leaf() || !grad.defined() || grads_.count(t.id())) return false;
   if (grad.dtype() != grad_dtype(t) || grad.shape() != t.shape()) return false;

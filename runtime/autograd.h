@@ -52,6 +52,11 @@ class NodeGrads {
   // now, not zeroed: the op must overwrite it, e.g. a GEMM with beta 0); otherwise the
   // accumulating buffer of in() and false.
   std::pair<Tensor, bool> in_overwritable(const Tensor& t);
+  // The same for an elementwise op that reads each element of `donor` (an input it holds) before
+  // writing that element of t's gradient: a fresh buffer takes donor's storage when nothing else
+  // can read donor afterwards (this node holds the only handle on it and on its storage) and
+  // shapes and dtypes agree. Saves one buffer of donor's size at the backward's peak.
+  std::pair<Tensor, bool> in_overwritable(const Tensor& t, const Tensor& donor);
   // Makes `grad` itself t's gradient buffer when t (a non-leaf that requires grad) has none yet:
   // no copy, no zero fill. The caller must not write `grad` afterwards except through t's slot.
   // False (nothing done) otherwise.

@@ -7,6 +7,7 @@
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
 # target's forward), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
+# recompute (qwen3-8b 4096:512 under forced recompute choices and arena budgets),
 # anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
 # from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
@@ -69,6 +70,9 @@ for s in "${steps[@]}"; do
     bench-qwen3-8b) step bench-qwen3-8b timeout 500 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b \
       --bucket=1024:128 --bucket=2048:256 --bucket=4096:512 --steps=20 && ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=1024:128 --bucket=4096:512 --steps=20 --no-checkpointing" ;;
+    recompute) step recompute timeout 590 bash -c "rc=0; for a in '--recompute=5' '--recompute=4+1' '--recompute=3+2' \
+      '--recompute=4' '--arena-gb=2.45' '--arena-gb=2.45 --chunk-rows=512'; do ./build/dflash-bench step --cuda \
+      --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     bench-spec) step bench-spec timeout 500 ./build/dflash-bench spec --cuda --model=qwen3-8b --context=1024 \
       --context=4096 --steps=20 ;;
     bench-long) step bench-long timeout 500 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=8192:512 \

@@ -122,7 +122,7 @@ mutant "tau run does not stop at the first miss" "-ts=drafter" \
   'if (hit) hits += 1; if (hit && k > 0 && !run) ++accepted;'
 # --- Speed work (issue 7): what it skips must stay unneeded ---
 mutant "a checkpointed layer skips its tail in the first pass too" "-ts=drafter" \
-  'SkipLaunches tail(stash && stash->replaying());' \
+  'SkipLaunches tail(replay);' \
   'SkipLaunches tail(stash != nullptr);'
 mutant "runtime.arena_gb ignored" "-ts=config-effects" \
   'o.arena_budget = size_t(c.runtime.arena_gb * double(1ull << 30));' \
@@ -131,7 +131,7 @@ mutant "an arena budget does not lower the recomputation" "-ts=seal" \
   'const size_t target = std::max(largest, arena_budget_);' \
   'const size_t target = largest;'
 mutant "a checkpointed layer recomputes its tail again" "-ts=profile" \
-  'SkipLaunches tail(stash && stash->replaying());' \
+  'SkipLaunches tail(replay);' \
   'SkipLaunches tail(false);'
 mutant "swiglu backward adds a fresh gradient to what its buffer held" "-tc=*arena*filled*with*NaN*" \
   'if (dg) dg[i] = (dg_fresh ? 0.0f : dg[i]) +' \
@@ -139,6 +139,18 @@ mutant "swiglu backward adds a fresh gradient to what its buffer held" "-tc=*are
 mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \
   'restore(dy, dx, groups, row_bytes, period, 0x3F);'
+mutant "a layer recomputed in part takes the up projection's kept values for gate" "-tc=*every*recompute*choice*" \
+  'adopt_kept_values(gate, kept[1]);' \
+  'adopt_kept_values(gate, kept[2]);'
+mutant "a layer recomputed in part runs its gate and up projections again" "-ts=profile" \
+  'SkipLaunches skip_gate_up(kept_mlp && replay);' \
+  'SkipLaunches skip_gate_up(false);'
+mutant "swiglu backward reads gate after writing its gradient over it" "-tc=*swiglu*backward*writes*" \
+  'if (du) du[i] = (du_fresh ? 0.0f : du[i]) + d * gi * s;' \
+  'if (du) du[i] = (du_fresh ? 0.0f : du[i]) + d * g[i] * s;'
+mutant "a gradient takes the storage of an input that is still held elsewhere" "-tc=*swiglu*backward*writes*" \
+  'donor.impl_ptr().use_count() == 1 && donor.impl().storage.use_count() == 1' \
+  'donor.impl_ptr().use_count() >= 1 && donor.impl().storage.use_count() >= 1'
 
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \

@@ -1,5 +1,6 @@
 // Autograd semantics: reverse order, += accumulation, frozen tensors, no-grad scopes and the
-// backward-twice error.
+// backward-twice error; swiglu writing its gradients over its dead inputs.
+#include "graphs/program.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
@@ -82,5 +83,42 @@ TEST_SUITE("autograd") {
     std::vector<float> g = a.grad().to_floats();
     // Rows 0 and 3 are outside the view: their gradient stays 0.
     for (int i : {0, 1, 2, 9, 10, 11}) CHECK(g[size_t(i)] == 0.0f);
+  }
+}
+
+TEST_SUITE("autograd") {
+  TEST_CASE("swiglu backward writes its gradients over gate and up when nothing else holds them") {
+    // The same gradients whether gate and up are dead after swiglu (then their storage becomes
+    // their gradients') or still held by the caller; the planned arena is smaller when dead.
+    CpuRuntime rt;
+    Tensor x = randn({64, 32}, 1), w_gate = param({48, 32}, 2, 0.2f), w_up = param({48, 32}, 3, 0.2f);
+    auto run = [&](bool hold) {
+      std::vector<Tensor> held;
+      auto body = [&] {
+        Tensor gate = ops::linear(x, w_gate), up = ops::linear(x, w_up);  // (64, 48) each
+        if (hold) held = {gate, up};
+        Tensor y = ops::swiglu(gate, up);
+        gate = Tensor();
+        up = Tensor();
+        backward(ops::sum(ops::mul(y, y)));
+        held.clear();
+      };
+      const size_t arena = plan_program(rt.ctx, hold ? "held" : "dead", body).arena_bytes;
+      ops::fill_(w_gate.grad(), 0.0f);
+      ops::fill_(w_up.grad(), 0.0f);
+      body();  // eager
+      std::vector<float> grads = w_gate.grad().to_floats(), up_grads = w_up.grad().to_floats();
+      grads.insert(grads.end(), up_grads.begin(), up_grads.end());
+      return std::make_pair(arena, grads);
+    };
+    auto [dead_arena, dead_grads] = run(false);
+    auto [held_arena, held_grads] = run(true);
+    CHECK(bitwise_equal(dead_grads, held_grads));
+    // Without the reuse both plans hold gate and up until swiglu's backward: the same arena.
+    CHECK(dead_arena + 64 * 48 * sizeof(float) <= held_arena);
+    // And the gradients are right: against finite differences of the same loss.
+    check_gradients([&] { return ops::sum(ops::mul(ops::swiglu(ops::linear(x, w_gate), ops::linear(x, w_up)),
+                                                   ops::swiglu(ops::linear(x, w_gate), ops::linear(x, w_up)))); },
+                    {w_gate, w_up});
   }
 }

@@ -110,7 +110,8 @@ TEST_SUITE("checkpoint") {
     ContextScope scope(ctx);
     Engine engine(ctx);
     auto body = [](int64_t rows) {
-      return [rows](int64_t k) {
+      return [rows](Recompute r) {
+        const int64_t k = r.full;
         std::vector<Tensor> held;
         for (int64_t s = 0; s < 4; ++s) held.push_back(Tensor::empty({rows}, DType::f32));      // inputs
         for (int64_t s = k; s < 4; ++s) held.push_back(Tensor::empty({8 * rows}, DType::f32));  // activations
@@ -141,9 +142,9 @@ TEST_SUITE("checkpoint") {
     ContextScope scope(ctx);
     Engine engine(ctx);
     auto body = [](int64_t rows) {
-      return [rows](int64_t k) {
+      return [rows](Recompute r) {
         std::vector<Tensor> held;
-        for (int64_t s = k; s < 4; ++s) held.push_back(Tensor::empty({8 * rows}, DType::f32));
+        for (int64_t s = r.full; s < 4; ++s) held.push_back(Tensor::empty({8 * rows}, DType::f32));
         held.push_back(Tensor::empty({8 * rows}, DType::f32));
         ops::fill_(held.back(), 1.0f);
       };
@@ -157,5 +158,46 @@ TEST_SUITE("checkpoint") {
     // (5 - k) x 12800 <= 32000 (rounded up to 64-byte blocks) first holds at k = 3.
     CHECK(r["mid"].recomputed == 3);
     CHECK(r["mid"].arena_bytes <= engine.arena_bytes());
+  }
+
+  TEST_CASE("the recompute ladder: fastest first by the cost model, everything recomputed last") {
+    // Without partial recomputation: 0, 1, ..., n layers, as before.
+    CHECK(recompute_ladder(3, false) == std::vector<Recompute>{{0, 0}, {1, 0}, {2, 0}, {3, 0}});
+    const std::vector<Recompute> ladder = recompute_ladder(3, true);
+    // (full, partial) with full + partial <= 3, ordered by full + partial / 4.
+    CHECK(ladder == std::vector<Recompute>{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1},
+                                           {3, 0}});
+    CHECK(recompute_ladder(5, true).size() == 21);
+    CHECK(recompute_ladder(5, true).back() == Recompute{5, 0});
+  }
+
+  TEST_CASE("fitted checkpointing with partial recomputation: the fastest choice that fits") {
+    // 3 segments; each keeps 4 units when not recomputed, 2 when recomputed in part, 1 when
+    // recomputed entirely, all alive at once. Units of 1 KiB.
+    auto build = [](size_t budget) {
+      Context ctx(Device::cpu());
+      ContextScope scope(ctx);
+      Engine engine(ctx);
+      std::vector<Recompute> seen;
+      engine.add_fitted("fitted", Bucket{64, 1, 1}, [](Recompute r) {
+        std::vector<Tensor> held;
+        for (int64_t s = 0; s < 3; ++s) {
+          const int64_t units = s < r.full ? 1 : s < r.full + r.partial ? 2 : 4;
+          held.push_back(Tensor::empty({units * 256}, DType::f32));
+          ops::fill_(held.back(), 1.0f);
+        }
+      }, 3, /*partial=*/true);
+      engine.set_arena_budget(budget);
+      engine.build(size_t(1) << 30);
+      const ProgramReport& p = engine.report()[0];
+      return std::make_tuple(p.recomputed - p.partially_recomputed, p.partially_recomputed, p.arena_bytes / 1024);
+    };
+    CHECK(build(12 * 1024) == std::make_tuple(int64_t(0), int64_t(0), size_t(12)));  // nothing recomputed
+    CHECK(build(10 * 1024) == std::make_tuple(int64_t(0), int64_t(1), size_t(10)));  // the last layer in part
+    CHECK(build(8 * 1024) == std::make_tuple(int64_t(0), int64_t(2), size_t(8)));
+    CHECK(build(6 * 1024) == std::make_tuple(int64_t(0), int64_t(3), size_t(6)));
+    // 5 units: (1,0) keeps 9, (1,1) 7, then (1,2) keeps 1 + 2 + 2 = 5.
+    CHECK(build(5 * 1024) == std::make_tuple(int64_t(1), int64_t(2), size_t(5)));
+    CHECK(build(0) == std::make_tuple(int64_t(3), int64_t(0), size_t(3)));  // no budget: all, the smallest
   }
 }

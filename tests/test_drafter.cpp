@@ -1,6 +1,7 @@
 // The DFlash drafter against the golden float64 reference: one step's loss, accuracy, tau
 // estimate, per-slot CE, weights, labels, argmax, output, logits and every parameter gradient,
 // eager and recorded, with and without checkpointing; then one AdamW step.
+#include "graphs/engine.h"
 #include "graphs/program.h"
 #include "model/drafter.h"
 #include "runtime/safetensors.h"
@@ -101,6 +102,39 @@ TEST_SUITE("drafter") {
         for (const ParamSpec& p : d->params().specs())
           check_close("grad." + p.name, d->params().grad(p.name).to_floats(), g.expected.read_floats("grad." + p.name));
       }
+  }
+
+  TEST_CASE("every recompute choice (entire, in part, none) gives the same loss and gradients bit for bit") {
+    CpuRuntime rt;
+    Golden g;
+    const DrafterInputs in = golden_inputs(g);
+    const int64_t layers = golden_spec().num_hidden_layers;
+    REQUIRE(layers >= 2);
+    // Recorded and replayed, as training runs it; returns the loss then every gradient.
+    auto run = [&](Recompute r) {
+      auto d = golden_drafter(g);
+      Tensor loss = Tensor::persistent({1}, DType::f32);
+      auto body = [&] {
+        DrafterOutputs o = d->forward(in, r, 16);
+        backward(o.loss);
+        ops::copy_(loss, o.loss);
+      };
+      rt.ctx.reserve_arena(plan_program(rt.ctx, "choice", body).arena_bytes);
+      record_program(rt.ctx, "choice", body).replay();
+      std::vector<float> all = loss.to_floats();
+      for (const ParamSpec& p : d->params().specs()) {
+        std::vector<float> gr = d->params().grad(p.name).to_floats();
+        all.insert(all.end(), gr.begin(), gr.end());
+      }
+      return all;
+    };
+    const std::vector<float> none = run(Recompute{});
+    for (const Recompute& r : recompute_ladder(layers, true)) {
+      CAPTURE(r.full);
+      CAPTURE(r.partial);
+      CHECK(bitwise_equal(run(r), none));
+    }
+    CHECK_THROWS_WITH_AS(run(Recompute{layers, 1}), doctest::Contains("but it has"), Error);
   }
 
   TEST_CASE("one AdamW step from the golden gradient reproduces after_adamw") {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -56,11 +57,16 @@ double bench_formula(double S, double N, double pairs) {
 
 TEST_SUITE("profile") {
   TEST_CASE("dflash-bench profile on the CPU: GEMM rows are 2MNK each, the step adds up to BENCH.md's formula") {
-    for (bool checkpointing : {false, true}) {
-      INFO("checkpointing " << checkpointing);
-      Run r = run_profile(std::string("--model=tiny --bucket=128:4 --replays=2") +
-                          (checkpointing ? "" : " --no-checkpointing"));
-      double counted = 0, total_ms = 0;
+    // (flags, layers recomputed entirely, in part); "" is fitted to the arena: both entirely.
+    const std::vector<std::tuple<std::string, int, int>> choices = {
+        {" --no-checkpointing", 0, 0}, {"", 2, 0}, {" --recompute=1+1", 1, 1}, {" --recompute=0+2", 0, 2}};
+    for (const auto& [flags, full, partial] : choices) {
+      INFO("flags '" << flags << "'");
+      const bool checkpointing = full + partial > 0;
+      Run r = run_profile("--model=tiny --bucket=128:4 --replays=2" + flags);
+      CHECK(int(r.summary["recomputed"]) == full + partial);
+      CHECK(int(r.summary["partially_recomputed"]) == partial);
+      double counted = 0, total_ms = 0, recomputed_flop = 0;
       bool recomputed_gemm = false, recomputed_attention = false;
       double recompute_adds = 0;
       for (const nlohmann::json& row : r.rows) {
@@ -79,6 +85,7 @@ TEST_SUITE("profile") {
         }
         if (phase == "recompute") {
           recomputed_gemm = recomputed_gemm || shape.rfind("gemm ", 0) == 0;
+          recomputed_flop += flop;
           recomputed_attention = recomputed_attention || op == "dflash_attention";
           // The recomputation skips the layer's tail: the down projection (64 block rows, hidden
           // 64 from intermediate 128) and the residual adds' second half.
@@ -99,7 +106,12 @@ TEST_SUITE("profile") {
       CHECK(counted + skipped_head == doctest::Approx(double(r.summary["bench_flop"])).epsilon(1e-9));
       CHECK(recomputed_gemm == checkpointing);
       CHECK_FALSE(recomputed_attention);  // checkpointed layers keep the attention's output
-      CHECK(recompute_adds == (checkpointing ? 2 : 0));  // one per layer (2 layers): the attention's residual add
+      // A layer recomputed entirely runs q, k, v, o, gate and up again (not down); one recomputed in
+      // part keeps o's residual and gate and up from its first run, so only q, k and v.
+      const double T = 4 * 16, S = 128, H = 64, I = 128, q = 4 * 16, kv = 2 * 16;
+      const double qkv = 2 * T * H * q + 2 * 2 * (S + T) * H * kv, o = 2 * T * q * H, gate_up = 2 * 2 * T * H * I;
+      CHECK(recomputed_flop == doctest::Approx(full * (qkv + o + gate_up) + partial * qkv).epsilon(1e-12));
+      CHECK(recompute_adds == full);  // the attention's residual add, per layer recomputed entirely
       CHECK(total_ms > 0.0);
     }
   }

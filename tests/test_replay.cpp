@@ -180,7 +180,8 @@ TEST_SUITE("seal") {
       Tensor x = Tensor::persistent({256}, DType::f32);
       ops::fill_(x, 1.0f);
       Engine engine(rt.ctx);
-      engine.add_fitted("fitted", Bucket{}, [&](int64_t recomputed) {
+      engine.add_fitted("fitted", Bucket{}, [&](Recompute r) {
+        const int64_t recomputed = r.full;
         NoGrad no_grad;
         std::vector<Tensor> held;
         for (int64_t l = 0; l < 3; ++l) {

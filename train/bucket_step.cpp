@@ -48,13 +48,13 @@ void BucketStep::target_body() const {
   ops::copy_(hidden_, target_->features(target_ids_));
 }
 
-void BucketStep::forward_and_report(bool train, int64_t recomputed_layers) const {
+void BucketStep::forward_and_report(bool train, Recompute recompute) const {
   io_.stage_in();
   // Staged hidden states arrive as f32; the drafter computes in its parameters' dtype.
   DType compute = drafter_.params().flat_compute().dtype();
   Tensor hidden = hidden_.dtype() == compute ? hidden_ : ops::cast(hidden_, compute);
   DrafterInputs in{input_ids_, loss_mask_, anchors_, keep_, hidden};
-  DrafterOutputs o = drafter_.forward(in, recomputed_layers, chunk_rows_);
+  DrafterOutputs o = drafter_.forward(in, recompute, chunk_rows_);
   o.output = Tensor();  // the final norm's output is not needed by backward: free it first
   if (train) backward(o.loss);
   ops::copy_(out_.rows(0, 1), o.loss);
@@ -62,14 +62,16 @@ void BucketStep::forward_and_report(bool train, int64_t recomputed_layers) const
   io_.stage_out();
 }
 
-void BucketStep::train_body(bool checkpointing) const { forward_and_report(true, checkpointing ? layers() : 0); }
-void BucketStep::train_body_recomputing(int64_t layers) const { forward_and_report(true, layers); }
+void BucketStep::train_body(bool checkpointing) const {
+  forward_and_report(true, Recompute{checkpointing ? layers() : 0, 0});
+}
+void BucketStep::train_body_recomputing(Recompute layers) const { forward_and_report(true, layers); }
 int64_t BucketStep::layers() const { return drafter_.spec().num_hidden_layers; }
 
 void BucketStep::eval_body() const {
   NoGrad no_grad;
   if (target_) target_body();
-  forward_and_report(false, 0);
+  forward_and_report(false, Recompute{});
 }
 
 void BucketStep::read_result(StepResult& out) const {

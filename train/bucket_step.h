@@ -44,7 +44,7 @@ class BucketStep {
   void stage(const HostBatch& batch) const;  // host copies into the staging buffers
   void target_body() const;                  // online: ids -> target features (static)
   void train_body(bool checkpointing) const; // forward, loss, backward (grads +=), results
-  void train_body_recomputing(int64_t layers) const;  // the same, checkpointing the first `layers` layers
+  void train_body_recomputing(Recompute layers) const;  // the same, checkpointing as `layers` says
   int64_t layers() const;
   void eval_body() const;                    // (online: target forward, then) drafter forward, results
   // After replay (the device synchronised): the results, read without allocating.
@@ -56,7 +56,7 @@ class BucketStep {
   bool online() const { return target_ != nullptr; }
 
  private:
-  void forward_and_report(bool train, int64_t recomputed_layers) const;
+  void forward_and_report(bool train, Recompute recompute) const;
   const Drafter& drafter_;
   const Target* target_;
   bool staged_hidden_;

@@ -58,15 +58,15 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
     std::string seq = std::to_string(b.seq);
     if (step->online() && (opt_.train || opt_.features)) engine_->add("target/" + seq, b, [step](bool) { step->target_body(); }, false);
     OverlappedReduction* ov = overlap_.get();
-    FittedBody plain = [step](int64_t k) { step->train_body_recomputing(k); };
-    FittedBody reducing = [step, ov](int64_t k) {
+    FittedBody plain = [step](Recompute r) { step->train_body_recomputing(r); };
+    FittedBody reducing = [step, ov](Recompute r) {
       ov->arm();
-      step->train_body_recomputing(k);
+      step->train_body_recomputing(r);
       ov->finish();
     };
     auto add_train = [&](const std::string& name, const FittedBody& body) {
-      if (opt_.checkpointing) engine_->add_fitted(name, b, body, step->layers());
-      else engine_->add(name, b, [body](bool) { body(0); }, false);
+      if (opt_.checkpointing) engine_->add_fitted(name, b, body, step->layers(), /*partial=*/true);
+      else engine_->add(name, b, [body](bool) { body(Recompute{}); }, false);
     };
     if (opt_.train && (!ov || opt_.grad_accum > 1)) add_train("train/" + seq, plain);
     if (opt_.train && ov) add_train(opt_.grad_accum > 1 ? "train-last/" + seq : "train/" + seq, reducing);

@@ -23,10 +23,11 @@ void swiglu_forward(const float* g, const float* u, float* y, int64_t n) {
 //   dg += dy * u * sig * (1 + g * (1 - sig)),  du += dy * g * sig
 void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n, bool dg_fresh,
                      bool du_fresh) {
+  // dg and du may be g and u themselves: each element is read before it is written.
   for (int64_t i = 0; i < n; ++i) {
-    float s = sigmoid(g[i]);
-    if (dg) dg[i] = (dg_fresh ? 0.0f : dg[i]) + dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-    if (du) du[i] = (du_fresh ? 0.0f : du[i]) + dy[i] * g[i] * s;
+    const float gi = g[i], ui = u[i], d = dy[i], s = sigmoid(gi);
+    if (dg) dg[i] = (dg_fresh ? 0.0f : dg[i]) + d * ui * s * (1.0f + gi * (1.0f - s));
+    if (du) du[i] = (du_fresh ? 0.0f : du[i]) + d * gi * s;
   }
 }
 

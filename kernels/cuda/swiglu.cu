@@ -29,7 +29,8 @@ __device__ __forceinline__ float dup(float acc, float g, float d, float s) {
   return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, g), s));
 }
 
-// g, u, dy (n); dg, du (n) +=, either may be null; a fresh one starts from 0 instead of its
+// g, u, dy (n); dg, du (n) +=, either may be null, and may be g and u themselves (every element is
+// loaded before it is stored); a fresh one starts from 0 instead of its
 // contents (the bits of a zero-filled buffer, without the fill). Packs [0, packs), then the rest.
 template <class TI, class TD, class TG, class TU>
 __global__ void __launch_bounds__(kThreads)

@@ -37,9 +37,10 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
       Tensor dy = g.out(0);
       if (!dy.defined()) return;
       // Fresh gradients (the gate and up projections' outputs, usually) are written, not added to:
-      // no zero fill, no read.
-      auto [dg, dg_fresh] = g.in_overwritable(gate);
-      auto [du, du_fresh] = g.in_overwritable(up);
+      // no zero fill, no read; and, when nothing else holds gate and up, written over them (each
+      // element is read before it is written).
+      auto [dg, dg_fresh] = g.in_overwritable(gate, gate);
+      auto [du, du_fresh] = g.in_overwritable(up, up);
       if (!dg.defined() && !du.defined()) return;
       const Tensor none;
       note_io({&gate, &up, &dy}, {dg_fresh ? &dg : &none, du_fresh ? &du : &none},
