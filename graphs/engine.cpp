@@ -22,6 +22,9 @@ std::string gib(size_t bytes) {
 }  // namespace
 
 std::vector<Recompute> recompute_ladder(int64_t segments, bool partial) {
+  // (L+1)(L+2)/2 choices, each planned until one fits: beyond kMaxPartialSegments the startup
+  // would plan hundreds, so deep bodies recompute entirely or not at all.
+  if (segments > kMaxPartialSegments) partial = false;
   std::vector<Recompute> ladder;
   for (int64_t full = 0; full <= segments; ++full)
     for (int64_t part = 0; part <= (partial ? segments - full : 0); ++part) ladder.push_back({full, part});

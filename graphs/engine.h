@@ -39,6 +39,7 @@ using FittedBody = std::function<void(Recompute)>;
 // recomputed in part costs kPartialRecomputeCost of one recomputed entirely); the last one
 // recomputes every segment entirely. Without partial recomputation: full = 0, 1, ..., segments.
 constexpr double kPartialRecomputeCost = 0.25;
+constexpr int64_t kMaxPartialSegments = 12;  // deeper bodies: no partial recomputation
 std::vector<Recompute> recompute_ladder(int64_t segments, bool partial);
 
 class Engine {

@@ -169,6 +169,8 @@ TEST_SUITE("checkpoint") {
                                            {3, 0}});
     CHECK(recompute_ladder(5, true).size() == 21);
     CHECK(recompute_ladder(5, true).back() == Recompute{5, 0});
+    // Deeper than kMaxPartialSegments: whole layers only (the startup plans at most L + 1 choices).
+    CHECK(recompute_ladder(kMaxPartialSegments + 1, true).size() == size_t(kMaxPartialSegments + 2));
   }
 
   TEST_CASE("fitted checkpointing with partial recomputation: the fastest choice that fits") {

@@ -3,6 +3,7 @@
 // equal to eager bit for bit with checkpointing on and off, and the trainer end to end on CUDA
 // with replay equal to eager. Suite "gpu-drafter".
 #ifdef DFLASH_CUDA
+#include "graphs/engine.h"
 #include "graphs/program.h"
 #include "model/drafter.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -95,6 +96,38 @@ TEST_SUITE("gpu-drafter") {
       MESSAGE("GPU bf16 golden: worst gradient rel err " << worst);
       CHECK(s[2] / (s[3] + 1e-6) == doctest::Approx(0.3043478128544429).epsilon(1e-3));
       CHECK(s[4] / s[5] == doctest::Approx(1.625).epsilon(1e-3));
+    }
+  }
+
+  TEST_CASE("every recompute choice on the GPU (bf16): the same loss and gradients bit for bit, recorded") {
+    REQUIRE_GPU();
+    Context ctx(Device::cuda(0));
+    ContextScope scope(ctx);
+    GoldenGpu g;
+    const DrafterInputs in = golden_inputs(g);
+    auto run = [&](Recompute r) {
+      auto d = golden_drafter(g);
+      Tensor loss = Tensor::persistent({1}, DType::f32);
+      auto body = [&] {
+        DrafterOutputs o = d->forward(in, r, 16);
+        backward(o.loss);
+        ops::copy_(loss, o.loss);
+      };
+      ctx.reserve_arena(plan_program(ctx, "choice", body).arena_bytes);
+      record_program(ctx, "choice", body).replay();
+      ctx.synchronize();
+      std::vector<float> all = loss.to_floats();
+      for (const ParamSpec& p : d->params().specs()) {
+        std::vector<float> gr = d->params().grad(p.name).to_floats();
+        all.insert(all.end(), gr.begin(), gr.end());
+      }
+      return all;
+    };
+    const std::vector<float> none = run(Recompute{});
+    for (const Recompute& r : recompute_ladder(golden_drafter_spec().num_hidden_layers, true)) {
+      CAPTURE(r.full);
+      CAPTURE(r.partial);
+      CHECK(bitwise_equal(run(r), none));
     }
   }
 
