@@ -98,7 +98,6 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
   // Fitted programs take the fastest choice that keeps them within that arena (or within the
   // budget, when one is set and larger); the last choice, everything recomputed, always fits.
   const size_t target = std::max(largest, arena_budget_);
-  size_t forced_arena = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     e.chosen = all(e);
@@ -111,7 +110,6 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
                            << forced_->full << " entirely and " << forced_->partial << " in part");
       e.chosen = *forced_;
       plans[i] = plan(e, e.chosen);
-      forced_arena = std::max(forced_arena, plans[i].arena_bytes);
       continue;
     }
     for (const Recompute& r : recompute_ladder(e.segments, e.partial)) {
@@ -131,16 +129,17 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     reports_[i].partially_recomputed = entries_[i].chosen.partial;
     reports_[i].peak_at = plans[i].peak_at;
   }
-  // Without a budget the arena is the largest fully recomputing plan; with one, what the chosen
-  // plans need (at most the budget).
+  // Without a budget the arena is the largest fully recomputing plan (what startup.json reports
+  // as needed); with one, what the chosen plans need (at most the budget); a forced choice may
+  // need more than either.
   size_t arena = largest;
   if (arena_budget_ > largest || forced_) {
     arena = 0;
     for (const PlanResult& p : plans) arena = std::max(arena, p.arena_bytes);
   }
   DF_CHECK(arena <= available_bytes, "the forced recomputation needs an activation arena of "
-                                         << gib(arena) << " (" << forced_arena << " bytes for the fitted programs) but only "
-                                         << gib(available_bytes) << " are available; recompute more layers");
+                                         << gib(arena) << " (" << arena << " bytes) but only " << gib(available_bytes)
+                                         << " are available; recompute more layers (--recompute=F+P)");
   ctx_.reserve_arena(arena);
   arena_bytes_ = arena;
   for (size_t i = 0; i < entries_.size(); ++i) {

@@ -98,6 +98,14 @@ std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
   auto s = std::make_shared<Storage>();
   s->bytes = bytes;
   s->device = device_;
+  // The outputs of ops that launch nothing are never read (SkipLaunches): they get no memory and
+  // no arena block (data stays null), so they cannot raise a plan's peak.
+  const bool unread = skip_launches_ > 0;
+  if (unread) {
+    if (sealed_) refuse_sealed("allocation", bytes);
+    s->in_arena = mode_ != Mode::eager;
+    return s;
+  }
   if (mode_ == Mode::eager) {
     if (sealed_) refuse_sealed("allocation", bytes);
     if (device_.is_cpu()) {

@@ -174,7 +174,8 @@ class OpScope {
 
 // Ops run in this scope (when `skip` is true) launch no kernel: for values that nothing reads,
 // such as the tail of a recomputed checkpoint segment whose backward rules read neither that
-// tail's outputs nor anything it alone computes. Their outputs stay unwritten.
+// tail's outputs nor anything it alone computes. Their outputs get no memory (null data) until
+// something gives them storage (adopt_kept_values); reading one is a bug.
 class SkipLaunches {
  public:
   explicit SkipLaunches(bool skip) : ctx_(Context::current()), skip_(skip) { ctx_.skip_launches_ += skip ? 1 : 0; }

@@ -133,6 +133,8 @@ void Tensor::copy_from_host(const void* src, size_t bytes) const {
 void Tensor::copy_to_host(void* dst, size_t bytes) const {
   DF_CHECK(bytes == nbytes(), "copy_to_host from " << describe() << ": room for " << bytes << " bytes, "
                                                    << nbytes() << " needed");
+  DF_CHECK(bytes == 0 || impl().storage->data, "copy_to_host from " << describe() << ": it has no memory (the output "
+                                                   "of an op run under SkipLaunches, which nothing may read)");
   sync_host_copy(*this, dst, raw(), bytes);
 }
 

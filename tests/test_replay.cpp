@@ -231,27 +231,35 @@ TEST_SUITE("seal") {
       ops::fill_(t, 5.0f);
     }
     CHECK(t.to_floats() == std::vector<float>{5, 5, 5});
-    // The gradient still flows through a skipped op whose backward rule reads no value.
+    // The gradient still flows through skipped ops whose backward rules read no value.
     Tensor x = randn({4}, 3);
     x.set_requires_grad(true);
-    Tensor y;
+    Tensor loss;
     {
       SkipLaunches skip(true);
-      y = ops::scale(x, 2.0f);
+      loss = ops::sum(ops::scale(x, 2.0f));
     }
-    backward(ops::sum(ops::scale(y, 0.0f)));
-    CHECK(x.grad().to_floats() == std::vector<float>(4, 0.0f));
-    // A plan and its recording count only the launched kernel.
+    // Their outputs have no memory: reading one is refused, naming why.
+    CHECK_THROWS_WITH_AS(loss.to_floats(), doctest::Contains("SkipLaunches"), Error);
+    backward(loss);
+    CHECK(x.grad().to_floats() == std::vector<float>(4, 2.0f));
+    // A plan and its recording count only the launched kernel, and the arena only its output.
     Engine engine(rt.ctx);
-    Tensor a = randn({4}, 1);
+    Tensor a = randn({1024}, 1);
     engine.add("skipping", Bucket{}, [&](bool) {
       NoGrad no_grad;
       Tensor b = ops::scale(a, 2.0f);
       SkipLaunches skip(true);
-      Tensor c = ops::scale(b, 3.0f);
+      Tensor c = ops::scale(b, 3.0f), d = ops::scale(c, 4.0f);
+    }, false);
+    engine.add("plain", Bucket{}, [&](bool) {
+      NoGrad no_grad;
+      Tensor b = ops::scale(a, 2.0f);
     }, false);
     engine.build(size_t(1) << 20);
     CHECK(engine.program("skipping").kernels() == 1);
+    CHECK(engine.report()[0].arena_bytes == engine.report()[1].arena_bytes);
+    CHECK(engine.report()[0].arena_bytes >= 1024 * sizeof(float));
   }
 
   TEST_CASE("a temporary that outlives its recording is refused") {
