@@ -166,7 +166,7 @@ struct DrafterBench {
       if (ck.on)
         engine->add_fitted(train_name(step->bucket()), step->bucket(),
                            [step](Recompute r) { step->train_body_recomputing(r); }, step->layers(),
-                           /*partial=*/true);
+                           /*partial=*/true, step->partial_recompute_cost());
       else
         engine->add(train_name(step->bucket()), step->bucket(), [step](bool) { step->train_body(false); }, false);
     }

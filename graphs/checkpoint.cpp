@@ -49,6 +49,9 @@ void adopt_kept_values(const Tensor& skipped, const Tensor& kept) {
   DF_CHECK(skipped.shape() == kept.shape() && skipped.dtype() == kept.dtype(),
            "checkpoint stash: the kept " << kept.describe() << " cannot stand in for the recomputed "
                                          << skipped.describe() << "; the segment must keep what it recomputes");
+  DF_CHECK(skipped.impl().storage->data == nullptr && skipped.impl().storage.use_count() == 1,
+           "checkpoint stash: " << skipped.describe() << " has memory or views of its own; only the output of "
+                                   "an op run under SkipLaunches, before any view of it, can take kept values");
   skipped.impl().storage = kept.impl().storage;
   skipped.impl().offset = kept.impl().offset;
 }

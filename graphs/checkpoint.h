@@ -45,9 +45,9 @@ class CheckpointStash {
   size_t next_ = 0;
 };
 
-// In a recomputation: makes `skipped`, the unwritten output of an op run under SkipLaunches for
-// its tape, hold the values `kept` from the first run (no copy: it takes their storage). Its
-// own block goes back at once. Same shape and dtype; call it before taking views of `skipped`.
+// In a recomputation: makes `skipped`, the output of an op run under SkipLaunches for its tape
+// (no memory of its own), hold the values `kept` from the first run (no copy: it takes their
+// storage). Same shape and dtype; call it before anything takes a view of `skipped`.
 void adopt_kept_values(const Tensor& skipped, const Tensor& kept);
 
 using StashedSegment = std::function<std::vector<Tensor>(const std::vector<Tensor>&, CheckpointStash&)>;

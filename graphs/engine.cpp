@@ -21,15 +21,16 @@ std::string gib(size_t bytes) {
 }
 }  // namespace
 
-std::vector<Recompute> recompute_ladder(int64_t segments, bool partial) {
+std::vector<Recompute> recompute_ladder(int64_t segments, bool partial, double partial_cost) {
   // (L+1)(L+2)/2 choices, each planned until one fits: beyond kMaxPartialSegments the startup
   // would plan hundreds, so deep bodies recompute entirely or not at all.
   if (segments > kMaxPartialSegments) partial = false;
   std::vector<Recompute> ladder;
   for (int64_t full = 0; full <= segments; ++full)
     for (int64_t part = 0; part <= (partial ? segments - full : 0); ++part) ladder.push_back({full, part});
-  auto cost = [](const Recompute& r) { return double(r.full) + kPartialRecomputeCost * double(r.partial); };
-  // Equal costs: the one that keeps less first (whole recomputation keeps the least).
+  auto cost = [&](const Recompute& r) { return double(r.full) + partial_cost * double(r.partial); };
+  // Equal costs: more layers recomputed entirely first (an arbitrary but fixed order; which of the
+  // two keeps less depends on the shapes).
   std::stable_sort(ladder.begin(), ladder.end(), [&](const Recompute& a, const Recompute& b) {
     return cost(a) != cost(b) ? cost(a) < cost(b) : a.full > b.full;
   });
@@ -37,13 +38,17 @@ std::vector<Recompute> recompute_ladder(int64_t segments, bool partial) {
 }
 
 void Engine::add(const std::string& name, const Bucket& bucket, ProgramBody body, bool checkpointing) {
-  add_entry({name, bucket, [body](Recompute r) { body(r.full > 0); }, checkpointing ? 1 : 0, false, false, {}});
+  add_entry({name, bucket, [body](Recompute r) { body(r.full > 0); }, checkpointing ? 1 : 0, false, false,
+             kPartialRecomputeCost, {}});
 }
 
 void Engine::add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments,
-                        bool partial) {
+                        bool partial, double partial_cost) {
   DF_CHECK(segments >= 0, "program '" << name << "': " << segments << " checkpointable segments");
-  add_entry({name, bucket, std::move(body), segments, true, partial, {}});
+  DF_CHECK(partial_cost >= 0 && partial_cost <= 1,
+           "program '" << name << "': a partial recomputation costs " << partial_cost
+                       << " of an entire one; it must lie in [0, 1]");
+  add_entry({name, bucket, std::move(body), segments, true, partial, partial_cost, {}});
 }
 
 void Engine::add_entry(Entry e) {
@@ -112,7 +117,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
       plans[i] = plan(e, e.chosen);
       continue;
     }
-    for (const Recompute& r : recompute_ladder(e.segments, e.partial)) {
+    for (const Recompute& r : recompute_ladder(e.segments, e.partial, e.partial_cost)) {
       if (r == all(e)) break;
       PlanResult p = plan(e, r);
       if (p.arena_bytes <= target) {

@@ -36,11 +36,13 @@ using ProgramBody = std::function<void(bool checkpointing)>;
 using FittedBody = std::function<void(Recompute)>;
 
 // The choices a fitted body over `segments` offers, fastest first by the cost model (a segment
-// recomputed in part costs kPartialRecomputeCost of one recomputed entirely); the last one
-// recomputes every segment entirely. Without partial recomputation: full = 0, 1, ..., segments.
+// recomputed in part costs `partial_cost` of one recomputed entirely; the body knows its shapes,
+// e.g. the drafter's share of GEMM work its partial recomputation keeps); the last one recomputes
+// every segment entirely. Without partial recomputation: full = 0, 1, ..., segments.
 constexpr double kPartialRecomputeCost = 0.25;
 constexpr int64_t kMaxPartialSegments = 12;  // deeper bodies: no partial recomputation
-std::vector<Recompute> recompute_ladder(int64_t segments, bool partial);
+std::vector<Recompute> recompute_ladder(int64_t segments, bool partial,
+                                        double partial_cost = kPartialRecomputeCost);
 
 class Engine {
  public:
@@ -50,10 +52,12 @@ class Engine {
   // Checkpointing fitted to the arena: the arena is sized by the worker's most demanding program
   // with every segment recomputed, and is reserved anyway; this program then takes the first
   // choice of recompute_ladder (the fastest) that stays within that arena (often no
-  // recomputation for small buckets). `partial`: the body can recompute segments in part.
-  // The choice depends only on the plans, so it is the same on every rank and every run.
+  // recomputation for small buckets). `partial`: the body can recompute segments in part, at
+  // `partial_cost` of an entire recomputation. Every segment recomputed entirely always fits
+  // (though another choice may keep less). The choice depends only on the plans, so it is the
+  // same on every rank and every run.
   void add_fitted(const std::string& name, const Bucket& bucket, FittedBody body, int64_t segments,
-                  bool partial = false);
+                  bool partial = false, double partial_cost = kPartialRecomputeCost);
   // Trades memory for speed: with a budget (bytes, > 0) the arena may grow up to it (never below
   // what the most demanding program needs with every segment recomputed), and every fitted
   // program, the most demanding one included, takes the fastest choice that keeps it within the
@@ -83,6 +87,7 @@ class Engine {
     int64_t segments = 0;  // the most the body can recompute
     bool fitted = false;   // else it always recomputes all of them
     bool partial = false;  // it can recompute segments in part
+    double partial_cost = kPartialRecomputeCost;
     Recompute chosen;
   };
   void add_entry(Entry e);

@@ -93,8 +93,9 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
     if (stash && stash->active()) stash->put({a.out, a.lse});
   }
   // Recomputed in part: the post-attention residual h1 and the MLP's gate and up projections are
-  // kept from the first run too (4.5x the memory of a layer recomputed entirely, ~1/4 of its
-  // work), so the recomputation runs only the tapes of the o, gate and up projections.
+  // kept from the first run too (4.5x the memory of a layer recomputed entirely, ~1/5 of its
+  // GEMM work at 4096:512), so in the recomputation the o, gate and up projections and the first
+  // residual add only record their tapes and take the kept values.
   const bool replay = stash && stash->replaying(), kept_mlp = partial && stash && stash->active();
   std::vector<Tensor> kept;
   if (kept_mlp && replay) kept = stash->take();
@@ -123,6 +124,14 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   // lives on as the next layer's input. So their kernels run in the first pass only.
   SkipLaunches tail(replay);
   return ops::add(h1, ops::linear(mlp, p.get(P(l, "mlp.down_proj.weight"))));
+}
+
+double partial_recompute_cost(const DrafterSpec& spec, int64_t S, int64_t T) {
+  const double H = double(spec.hidden_size), I = double(spec.intermediate_size),
+               q = double(spec.num_attention_heads * spec.head_dim), kv = double(spec.num_key_value_heads * spec.head_dim);
+  const double qkv = double(T) * H * q + 2.0 * double(S + T) * H * kv;  // multiply-adds
+  const double rest = double(T) * q * H + 2.0 * double(T) * H * I;      // o, gate and up
+  return qkv / (qkv + rest);
 }
 
 DrafterOutputs Drafter::forward(const DrafterInputs& in, bool checkpointing, int64_t chunk_rows) const {

@@ -29,6 +29,11 @@ struct DrafterOutputs {
   DFlashPrepared prepared;
 };
 
+// What recomputing a drafter layer in part costs against recomputing it entirely, for S context
+// and T block rows: the share of the recomputation's GEMM work it keeps (q, k and v against q, k,
+// v, o, gate and up; k and v run over S + T rows, so the share grows with the context).
+double partial_recompute_cost(const DrafterSpec& spec, int64_t S, int64_t T);
+
 class Drafter {
  public:
   // embed_tokens and lm_head [V, H] are the target's, frozen.

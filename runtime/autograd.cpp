@@ -40,7 +40,8 @@ std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t, const Tensor
   if (!t.defined() || !t.requires_grad()) return {Tensor(), false};
   if (t.is_leaf() || grads_.count(t.id())) return {in(t), false};
   const bool dead = donor.defined() && donor.impl_ptr().use_count() == 1 && donor.impl().storage.use_count() == 1 &&
-                    donor.shape() == t.shape() && donor.dtype() == grad_dtype(t);
+                    donor.impl().storage->data != nullptr && donor.shape() == t.shape() &&
+                    donor.dtype() == grad_dtype(t);
   if (!dead) return in_overwritable(t);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = donor.impl().storage;

@@ -45,6 +45,10 @@ bool Rendezvous::record_failure(const std::string& text, int culprit, bool print
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.failure) return false;
+    // What the watchdog sees after this rank's clean end (finish() follows the run's last
+    // collective on every rank) is no failure of this run: typically a peer that leaves without
+    // its goodbye because it heard ours first and so sent none.
+    if (print && s.finished) return false;
     s.failure = text;
   }
   if (opt_.exit_grace_s > 0) {
@@ -155,12 +159,6 @@ void Rendezvous::io_loop() {
     if (abort) abort();  // may block (ncclCommAbort): the exit timer is already armed
   };
   auto fail = [&](const std::string& text, int culprit) {
-    {
-      // After this rank's clean end, a peer that leaves without its goodbye (it heard ours first
-      // and so sent none) is no failure.
-      std::lock_guard<std::mutex> lock(s.mutex);
-      if (s.finished) return;
-    }
     if (!record_failure(text, culprit, /*print=*/true)) return;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
@@ -181,7 +179,8 @@ void Rendezvous::io_loop() {
     int r = ::poll(fds.data(), fds.size(), 100);
     if (r < 0 && errno != EINTR) {
       fail(me + ": the rendezvous watchdog cannot watch the other ranks (poll: " + std::strerror(errno) + ")", opt_.rank);
-      break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // stays to run a hook installed later
+      continue;
     }
     for (size_t i = 0; i < fds.size(); ++i) {
       Peer& p = *s.peers[i];

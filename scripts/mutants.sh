@@ -151,6 +151,9 @@ mutant "swiglu backward reads gate after writing its gradient over it" "-tc=*swi
 mutant "a gradient takes the storage of an input that is still held elsewhere" "-tc=*swiglu*backward*writes*" \
   'donor.impl_ptr().use_count() == 1 && donor.impl().storage.use_count() == 1' \
   'donor.impl_ptr().use_count() >= 1 && donor.impl().storage.use_count() >= 1'
+mutant "a gradient takes the storage of an input that a view still reads" "-tc=*swiglu*backward*writes*" \
+  'use_count() == 1 && donor.impl().storage.use_count() == 1 &&' \
+  'use_count() == 1 && true &&'
 mutant "the outputs of skipped ops take arena memory" "-tc=*SkipLaunches*scope*" \
   'const bool unread = skip_launches_ > 0;' \
   'const bool unread = false;'

@@ -114,6 +114,18 @@ TEST_SUITE("autograd") {
     auto [dead_arena, dead_grads] = run(false);
     auto [held_arena, held_grads] = run(true);
     CHECK(bitwise_equal(dead_grads, held_grads));
+    // What the caller still holds keeps its values: gate itself, or only a view of its storage.
+    for (bool view_only : {false, true}) {
+      CAPTURE(view_only);
+      Tensor gate = ops::linear(x, w_gate), up = ops::linear(x, w_up);
+      Tensor held = view_only ? gate.reshape({64 * 48}) : gate;
+      const std::vector<float> before = held.to_floats();
+      Tensor y = ops::swiglu(gate, up);
+      gate = Tensor();
+      up = Tensor();
+      backward(ops::sum(ops::mul(y, y)));
+      CHECK(bitwise_equal(held.to_floats(), before));
+    }
     // Without the reuse both plans hold gate and up until swiglu's backward: the same arena.
     CHECK(dead_arena + 64 * 48 * sizeof(float) <= held_arena);
     // And the gradients are right: against finite differences of the same loss.

@@ -1,5 +1,6 @@
 // Recompute checkpointing: bitwise-equal gradients and losses with it on or off, a smaller
 // arena, and an arena that grows per layer by little more than one segment's input.
+#include <algorithm>
 #include <map>
 
 #include "graphs/checkpoint.h"
@@ -168,6 +169,12 @@ TEST_SUITE("checkpoint") {
     CHECK(ladder == std::vector<Recompute>{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1},
                                            {3, 0}});
     CHECK(recompute_ladder(5, true).size() == 21);
+    // Equal costs (1 entirely = 4 in part): more recomputed entirely first.
+    const std::vector<Recompute> five = recompute_ladder(5, true);
+    CHECK(std::find(five.begin(), five.end(), Recompute{1, 0}) < std::find(five.begin(), five.end(), Recompute{0, 4}));
+    // The body's cost of a partial recomputation orders the ladder: at 0.5, two in part equal one.
+    CHECK(recompute_ladder(2, true, 0.5) ==
+          std::vector<Recompute>{{0, 0}, {0, 1}, {1, 0}, {0, 2}, {1, 1}, {2, 0}});
     CHECK(recompute_ladder(5, true).back() == Recompute{5, 0});
     // Deeper than kMaxPartialSegments: whole layers only (the startup plans at most L + 1 choices).
     CHECK(recompute_ladder(kMaxPartialSegments + 1, true).size() == size_t(kMaxPartialSegments + 2));

@@ -137,6 +137,23 @@ TEST_SUITE("drafter") {
     CHECK_THROWS_WITH_AS(run(Recompute{layers, 1}), doctest::Contains("but it has"), Error);
   }
 
+  TEST_CASE("a layer recomputed in part costs its q, k, v share of the recomputed GEMM work") {
+    DrafterSpec s = golden_spec();  // Qwen3-8B's drafter dims
+    s.hidden_size = 4096;
+    s.intermediate_size = 12288;
+    s.num_attention_heads = 32;
+    s.num_key_value_heads = 8;
+    s.head_dim = 128;
+    // 4096:512 with blocks of 16: T = 8192. Multiply-adds per layer, in units of 2^30:
+    // q 8192*4096*4096 = 128, k and v 2*12288*4096*1024 = 96, o 128, gate and up 2*8192*4096*12288 = 768.
+    CHECK(partial_recompute_cost(s, 4096, 8192) == doctest::Approx(224.0 / 1120.0).epsilon(1e-12));
+    // The context adds to k and v only: 65536:512 costs more than half again as much.
+    CHECK(partial_recompute_cost(s, 65536, 8192) == doctest::Approx((128.0 + 2 * 73728 / 1024.0 * 4) /
+                                                                    (128.0 + 2 * 73728 / 1024.0 * 4 + 128 + 768))
+                                                        .epsilon(1e-12));
+    CHECK(partial_recompute_cost(s, 65536, 8192) > partial_recompute_cost(s, 4096, 8192));
+  }
+
   TEST_CASE("one AdamW step from the golden gradient reproduces after_adamw") {
     CpuRuntime rt;
     Golden g;

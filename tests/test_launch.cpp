@@ -276,9 +276,9 @@ TEST_SUITE("rendezvous") {
       ::kill(::getpid(), SIGKILL);
       return 0;
     });
+    std::atomic<int> aborts{0};  // outlives r, whose watchdog thread counts into it
     auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
     REQUIRE(eventually([&] { return r->failure().has_value(); }, 5));
-    std::atomic<int> aborts{0};
     r->set_watch({}, [&] { ++aborts; });
     CHECK(eventually([&] { return aborts.load() > 0; }, 2));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

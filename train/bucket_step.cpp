@@ -65,8 +65,11 @@ void BucketStep::forward_and_report(bool train, Recompute recompute) const {
 void BucketStep::train_body(bool checkpointing) const {
   forward_and_report(true, Recompute{checkpointing ? layers() : 0, 0});
 }
-void BucketStep::train_body_recomputing(Recompute layers) const { forward_and_report(true, layers); }
+void BucketStep::train_body_recomputing(Recompute recompute) const { forward_and_report(true, recompute); }
 int64_t BucketStep::layers() const { return drafter_.spec().num_hidden_layers; }
+double BucketStep::partial_recompute_cost() const {
+  return dflash::partial_recompute_cost(drafter_.spec(), bucket_.seq, bucket_.anchors * drafter_.spec().block_size);
+}
 
 void BucketStep::eval_body() const {
   NoGrad no_grad;

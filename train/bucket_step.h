@@ -44,8 +44,9 @@ class BucketStep {
   void stage(const HostBatch& batch) const;  // host copies into the staging buffers
   void target_body() const;                  // online: ids -> target features (static)
   void train_body(bool checkpointing) const; // forward, loss, backward (grads +=), results
-  void train_body_recomputing(Recompute layers) const;  // the same, checkpointing as `layers` says
+  void train_body_recomputing(Recompute recompute) const;  // the same, checkpointing as `recompute` says
   int64_t layers() const;
+  double partial_recompute_cost() const;  // Drafter::partial_recompute_cost at this bucket's shapes
   void eval_body() const;                    // (online: target forward, then) drafter forward, results
   // After replay (the device synchronised): the results, read without allocating.
   void read_result(StepResult& out) const;

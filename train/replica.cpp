@@ -65,7 +65,8 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
       ov->finish();
     };
     auto add_train = [&](const std::string& name, const FittedBody& body) {
-      if (opt_.checkpointing) engine_->add_fitted(name, b, body, step->layers(), /*partial=*/true);
+      if (opt_.checkpointing)
+        engine_->add_fitted(name, b, body, step->layers(), /*partial=*/true, step->partial_recompute_cost());
       else engine_->add(name, b, [body](bool) { body(Recompute{}); }, false);
     };
     if (opt_.train && (!ov || opt_.grad_accum > 1)) add_train("train/" + seq, plain);

@@ -45,7 +45,8 @@ void rope_backward(const float* dy, const int32_t* positions, const float* inv_f
 
 // swiglu.cpp: y = silu(g) * u.
 void swiglu_forward(const float* g, const float* u, float* y, int64_t n);
-// dg, du += their terms; a fresh one (its buffer not yet written) is overwritten instead.
+// dg, du += their terms; a fresh one (its buffer not yet written) is overwritten instead, and
+// may then be g (dg) or u (du) itself.
 void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n,
                      bool dg_fresh = false, bool du_fresh = false);
 
