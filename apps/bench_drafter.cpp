@@ -265,15 +265,15 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     }
     StepResult r = s->result();
     const ProgramReport& rep = report_of(*bench.engine, DrafterBench::train_name(b));
-    const long long whole = rep.recomputed - rep.partially_recomputed, part = rep.partially_recomputed;
-    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f; recompute %lld+%lldp/%lld)\n", (long long)b.seq,
+    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f; recompute %s)\n", (long long)b.seq,
                 (long long)b.anchors, med, flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30),
-                r.loss, whole, part, (long long)rep.segments);
+                r.loss, recompute_label(rep).c_str());
     std::printf("{\"bench\":\"%s\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
                 "\"checkpointing\":%s,\"recomputed\":%lld,\"partially_recomputed\":%lld,\"step_ms\":%.3f,"
                 "\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,\"persistent_bytes\":%zu,\"peak_gib\":%.3f}\n",
                 online ? "step-online" : "step", model.c_str(), bench.dev.str().c_str(), (long long)b.seq,
-                (long long)b.anchors, (long long)b.batch, checkpointing ? "true" : "false", whole + part, part, med,
+                (long long)b.anchors, (long long)b.batch, checkpointing ? "true" : "false", (long long)rep.recomputed,
+                (long long)rep.partially_recomputed, med,
                 flops / 1e12 / (med / 1e3), bench.startup_ms, bench.engine->arena_bytes(), ctx.persistent_bytes(),
                 double(peak) / double(1ull << 30));
   }
@@ -300,18 +300,18 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
     const Program& train = bench.engine->program(train_name);
     const Program& upd = bench.engine->program("update");
     const ProgramReport& rep = report_of(*bench.engine, train_name);
-    const long long whole = rep.recomputed - rep.partially_recomputed, part = rep.partially_recomputed;
     char title[320];
     std::snprintf(title, sizeof title,
-                  "profile: %s %lld:%lld on %s, checkpointing %s: recompute %lld+%lldp/%lld, %d replays of train + update",
+                  "profile: %s %lld:%lld on %s, checkpointing %s: recompute %s, %d replays of train + update",
                   model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(), ck.str().c_str(),
-                  whole, part, (long long)rep.segments, replays);
+                  recompute_label(rep).c_str(), replays);
     char summary[512];
     std::snprintf(summary, sizeof summary,
                   "\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,\"checkpointing\":%s,"
                   "\"recomputed\":%lld,\"partially_recomputed\":%lld,\"bench_flop\":%.17g",
                   model.c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
-                  checkpointing ? "true" : "false", whole + part, part, step_flops(bench.spec, b, anchors[0]));
+                  checkpointing ? "true" : "false", (long long)rep.recomputed, (long long)rep.partially_recomputed,
+                  step_flops(bench.spec, b, anchors[0]));
     ok = profile_replays(bench.ctx, log, cuda, {train_name, "update"}, [&] {
            train.replay();
            upd.replay();

@@ -31,6 +31,12 @@ StartupReport make_startup_report(const Engine& engine, int workers, double star
   return r;
 }
 
+std::string recompute_label(const ProgramReport& p) {
+  if (p.segments == 0) return "-";
+  const std::string whole = std::to_string(p.recomputed - p.partially_recomputed), of = "/" + std::to_string(p.segments);
+  return p.partially_recomputed == 0 ? whole + of : whole + "+" + std::to_string(p.partially_recomputed) + "p" + of;
+}
+
 std::string format_startup_table(const StartupReport& r) {
   std::string out;
   char line[256];
@@ -38,13 +44,7 @@ std::string format_startup_table(const StartupReport& r) {
                 "kernels", "arena", "arena no-ckpt", "recompute", "record ms");
   out += line;
   for (const ProgramReport& p : r.programs) {
-    // "4/5": four layers recomputed; "3+1p/5": three entirely and one in part.
-    const std::string whole = std::to_string(p.recomputed - p.partially_recomputed);
-    const std::string recompute =
-        p.segments == 0 ? std::string("-")
-        : p.partially_recomputed == 0
-            ? whole + "/" + std::to_string(p.segments)
-            : whole + "+" + std::to_string(p.partially_recomputed) + "p/" + std::to_string(p.segments);
+    const std::string recompute = recompute_label(p);
     std::snprintf(line, sizeof line, "%-14s %6lld %7lld %5lld %8zu %12s %14s %9s %9.2f\n", p.name.c_str(),
                   (long long)p.bucket.seq, (long long)p.bucket.anchors, (long long)p.bucket.batch, p.kernels,
                   human_bytes(p.arena_bytes).c_str(), human_bytes(p.arena_bytes_without_checkpointing).c_str(),

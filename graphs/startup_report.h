@@ -23,6 +23,9 @@ struct StartupReport {
 
 StartupReport make_startup_report(const Engine& engine, int workers, double startup_ms);
 std::string format_startup_table(const StartupReport& r);
+// The program's recomputation: "-" (no choice), "4/5" (four layers recomputed), "3+1p/5" (three
+// entirely and one in part).
+std::string recompute_label(const ProgramReport& p);
 nlohmann::json startup_json(const StartupReport& r);
 // Writes <dump_folder>/startup.json atomically.
 void write_startup_json(const std::filesystem::path& dump_folder, const StartupReport& r);

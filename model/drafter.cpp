@@ -83,8 +83,9 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   // Checkpointed: the attention's output and lse (small) are kept from the first run, so the
   // recomputation skips the attention forward (the costliest part at long contexts).
   const float scale = float(1.0 / std::sqrt(double(hd)));
+  const bool replay = stash && stash->replaying();
   ops::Attention a;
-  if (stash && stash->replaying()) {
+  if (replay) {
     std::vector<Tensor> kept = stash->take();
     ops::Attention saved{kept[0], kept[1], Tensor()};
     a = ops::dflash_attention(q, k, v, anchors, keep, S, spec_.block_size, scale, 64, &saved);
@@ -96,7 +97,7 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   // kept from the first run too (4.5x the memory of a layer recomputed entirely, ~1/5 of its
   // GEMM work at 4096:512), so in the recomputation the o, gate and up projections and the first
   // residual add only record their tapes and take the kept values.
-  const bool replay = stash && stash->replaying(), kept_mlp = partial && stash && stash->active();
+  const bool kept_mlp = partial && stash && stash->active();
   std::vector<Tensor> kept;
   if (kept_mlp && replay) kept = stash->take();
   Tensor h1;

@@ -4,6 +4,7 @@
 
 #include "runtime/context.h"
 #include "runtime/ops.h"
+#include "runtime/ops/common.h"
 #include "runtime/profile.h"
 
 namespace dflash {
@@ -43,13 +44,7 @@ std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t, const Tensor
                     donor.impl().storage->data != nullptr && donor.shape() == t.shape() &&
                     donor.dtype() == grad_dtype(t);
   if (!dead) return in_overwritable(t);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = donor.impl().storage;
-  impl->offset = donor.impl().offset;
-  impl->shape = donor.shape();
-  impl->dtype = donor.dtype();
-  impl->id = next_tensor_id();
-  Tensor g(std::move(impl));
+  Tensor g = ops::detail::view_of(donor, donor.shape());
   grads_.emplace(t.id(), g);
   return {g, true};
 }

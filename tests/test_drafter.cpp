@@ -1,10 +1,10 @@
 // The DFlash drafter against the golden float64 reference: one step's loss, accuracy, tau
 // estimate, per-slot CE, weights, labels, argmax, output, logits and every parameter gradient,
 // eager and recorded, with and without checkpointing; then one AdamW step.
-#include "graphs/engine.h"
 #include "graphs/program.h"
 #include "model/drafter.h"
 #include "runtime/safetensors.h"
+#include "tests/recompute_choice.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
@@ -110,23 +110,9 @@ TEST_SUITE("drafter") {
     const DrafterInputs in = golden_inputs(g);
     const int64_t layers = golden_spec().num_hidden_layers;
     REQUIRE(layers >= 2);
-    // Recorded and replayed, as training runs it; returns the loss then every gradient.
     auto run = [&](Recompute r) {
       auto d = golden_drafter(g);
-      Tensor loss = Tensor::persistent({1}, DType::f32);
-      auto body = [&] {
-        DrafterOutputs o = d->forward(in, r, 16);
-        backward(o.loss);
-        ops::copy_(loss, o.loss);
-      };
-      rt.ctx.reserve_arena(plan_program(rt.ctx, "choice", body).arena_bytes);
-      record_program(rt.ctx, "choice", body).replay();
-      std::vector<float> all = loss.to_floats();
-      for (const ParamSpec& p : d->params().specs()) {
-        std::vector<float> gr = d->params().grad(p.name).to_floats();
-        all.insert(all.end(), gr.begin(), gr.end());
-      }
-      return all;
+      return recorded_loss_and_grads(rt.ctx, *d, in, r);
     };
     const std::vector<float> none = run(Recompute{});
     for (const Recompute& r : recompute_ladder(layers, true)) {

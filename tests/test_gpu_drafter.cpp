@@ -3,12 +3,12 @@
 // equal to eager bit for bit with checkpointing on and off, and the trainer end to end on CUDA
 // with replay equal to eager. Suite "gpu-drafter".
 #ifdef DFLASH_CUDA
-#include "graphs/engine.h"
 #include "graphs/program.h"
 #include "model/drafter.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/safetensors.h"
 #include "tests/gpu_test_util.h"
+#include "tests/recompute_choice.h"
 #include "tests/trainer_fixture.h"
 #include "train/commands.h"
 #include "train/trainer.h"
@@ -107,21 +107,7 @@ TEST_SUITE("gpu-drafter") {
     const DrafterInputs in = golden_inputs(g);
     auto run = [&](Recompute r) {
       auto d = golden_drafter(g);
-      Tensor loss = Tensor::persistent({1}, DType::f32);
-      auto body = [&] {
-        DrafterOutputs o = d->forward(in, r, 16);
-        backward(o.loss);
-        ops::copy_(loss, o.loss);
-      };
-      ctx.reserve_arena(plan_program(ctx, "choice", body).arena_bytes);
-      record_program(ctx, "choice", body).replay();
-      ctx.synchronize();
-      std::vector<float> all = loss.to_floats();
-      for (const ParamSpec& p : d->params().specs()) {
-        std::vector<float> gr = d->params().grad(p.name).to_floats();
-        all.insert(all.end(), gr.begin(), gr.end());
-      }
-      return all;
+      return recorded_loss_and_grads(ctx, *d, in, r);
     };
     const std::vector<float> none = run(Recompute{});
     for (const Recompute& r : recompute_ladder(golden_drafter_spec().num_hidden_layers, true)) {
