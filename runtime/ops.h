@@ -48,9 +48,11 @@ Tensor sum(const Tensor& x);   // -> [1] of x's dtype
 Tensor mean(const Tensor& x);  // -> [1] of x's dtype
 
 // Fused frozen-lm_head + softmax cross-entropy, computed in chunks of rows so the full logits
-// are never held: scratch is chunk_rows x V floats, reported in scratch_bytes.
+// are never held: scratch is chunk_rows x V logits, f32 on the CPU and of h's dtype on CUDA (bf16
+// logits, as PyTorch's bf16 lm_head gives; softmax math in f32), reported in scratch_bytes; the
+// gradient's dlogits are written over them.
 //   h [R, H] f32 (CUDA: f32 or bf16), weight [V, H] of h's dtype (frozen), labels i32 [R],
-//   row_weights f32 [R] (no grad). On CUDA with bf16 h, backward also holds chunk x V bf16 dlogits.
+//   row_weights f32 [R] (no grad).
 //   loss = sum_r row_weights[r] * CE_r  (one element, differentiable w.r.t. h)
 //   ce [R] f32 and argmax [R] i32 carry no gradient. loss is f32 on every device.
 struct LinearCrossEntropy {

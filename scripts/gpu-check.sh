@@ -8,8 +8,9 @@
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
 # target's forward), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # recompute (qwen3-8b 4096:512 under forced recompute choices and arena budgets),
-# anchors-small, anchors-qwen3-8b, anchors-long (the PyTorch anchors of ../shared/BENCH.md,
-# from .anchors/), tiny-job.
+# anchors-small, anchors-qwen3-8b, anchors-4096 (qwen3-8b 4096:512 alone), anchors-short (its
+# 1024:128 and 2048:256), anchors-long (the PyTorch
+# anchors of ../shared/BENCH.md, from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
 # golden data are in tests/golden.
 set -uo pipefail
@@ -81,6 +82,10 @@ for s in "${steps[@]}"; do
       --hidden 1024 --inter 3072 --layers 2 --heads 16 --kv-heads 8 --head-dim 64 --buckets 512:64,1024:128,2048:256 ;;
     anchors-qwen3-8b) step anchors-qwen3-8b timeout 590 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py \
       --modes compiled --buckets 1024:128,2048:256,4096:512 ;;
+    anchors-4096) step anchors-4096 timeout 400 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py \
+      --modes compiled --buckets 4096:512 ;;
+    anchors-short) step anchors-short timeout 400 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py \
+      --modes compiled --buckets 1024:128,2048:256 ;;
     anchors-long) step anchors-long timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes flex \
       --buckets 8192:512,16384:512,32768:512,65536:512 ;;
     tiny-job) step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu \

@@ -112,20 +112,21 @@ void sum_backward(const void* dout, bool dout_bf16, float scale, void* dx, bool 
 
 // linear_ce.cu: the fused lm_head + cross-entropy (see kernels/cpu/linear_ce.cpp for the
 // semantics: label -1 ignored, a label outside [-1, V) gives NaN, argmax is the first maximum).
-// h [R, H] and weight [V, H] share a dtype; rows go in chunks through an f32 logits scratch
-// [chunk, V]. runtime/ops/linear_ce.cpp composes the pieces below chunk by chunk.
-// ce_rows_forward: per row of f32 logits (n, V) the lse, ce and argmax; with dlogits (n, V) in
-// its dtype also weights[r] * (softmax - onehot), the gradient for a unit upstream gradient (as
-// linear_ce_backward's rows with dloss = 1).
-void ce_rows_forward(const float* logits, const int32_t* labels, const float* weights, int64_t n, int64_t V,
-                     float* lse, float* ce, int32_t* argmax, void* dlogits, bool dlogits_bf16, void* stream);
+// h [R, H] and weight [V, H] share a dtype; rows go in chunks through a logits scratch [chunk, V]
+// of that dtype (the GEMM's output, rounded once, as PyTorch's bf16 lm_head gives; the softmax
+// math is f32). runtime/ops/linear_ce.cpp composes the pieces below chunk by chunk.
+// ce_rows_forward: per row of logits (n, V) the lse, ce and argmax; with dlogits (n, V) of the
+// same dtype (it may be the logits buffer itself) also weights[r] * (softmax - onehot), the
+// gradient for a unit upstream gradient (as linear_ce_backward's rows with dloss = 1).
+void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const float* weights, int64_t n, int64_t V,
+                     float* lse, float* ce, int32_t* argmax, void* dlogits, void* stream);
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r] in double) (the CPU's order).
 void ce_loss(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss, void* stream);
 // dst (n) += scale[0] * src (n), scale on the device.
 void scaled_accumulate(void* dst, bool dst_bf16, const void* src, bool src_bf16, const float* scale, int64_t n,
                        void* stream);
 // Recomputes each chunk's logits, turns them into dlogits (in h's dtype, in the dlogits scratch,
-// which may alias logits when f32) and accumulates dh += dlogits W and dweight += dlogits^T h.
+// which may alias logits) and accumulates dh += dlogits W and dweight += dlogits^T h.
 struct LinearCeBackward {
   const void* h;
   const void* weight;
@@ -135,7 +136,7 @@ struct LinearCeBackward {
   const float* lse;
   const float* dloss;  // [1]
   int64_t R, H, V, chunk;
-  float* logits;  // [chunk, V] f32 scratch
+  void* logits;   // [chunk, V] scratch in h's dtype
   void* dlogits;  // [chunk, V] scratch in h's dtype
   void* dh;       // [R, H] +=, or null
   bool dh_bf16;

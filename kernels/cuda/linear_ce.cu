@@ -1,7 +1,8 @@
 // Fused lm_head + softmax cross-entropy on the GPU, chunked over rows: per chunk a cuBLAS GEMM
-// into f32 logits, then one block per row for logsumexp, CE and argmax (forward; in training
-// also the unit-upstream dlogits) or dlogits (backward when the lm_head needs its gradient,
-// followed by the dh and dweight GEMMs). Every reduction has a fixed order.
+// into logits of h's dtype (bf16 logits, as PyTorch's lm_head gives, so no f32 round trip), then
+// one block per row for logsumexp, CE and argmax (forward; in training also the unit-upstream
+// dlogits, written over the logits) or dlogits (backward when the lm_head needs its gradient,
+// followed by the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order.
 #include <cmath>
 #include <type_traits>
 
@@ -32,25 +33,27 @@ __device__ __forceinline__ SoftmaxState combine(SoftmaxState a, SoftmaxState b) 
   return {M, rescale(a.m, a.s, M) + rescale(b.m, b.s, M), best};
 }
 
-// logits (c, V) f32; one block per row r of the chunk; lse, ce, argmax (c).
+// logits (c, V) of L; one block per row r of the chunk; lse, ce, argmax (c).
 // Each thread scans its elements in increasing index order; a NaN never becomes the max but
 // makes the sum NaN. The first maximum wins, and like the CPU scan, a NaN in column 0 (or a row
 // where nothing exceeds -inf) gives argmax 0. With dlogits (training), a second pass writes the
 // loss gradient for a unit upstream gradient, exactly as ce_rows_backward_kernel with dloss 1:
 // weights[r] * (softmax - onehot(label)); 0 for weight 0 or label -1; NaN for a bad label.
-template <int N, class T>
-__global__ void ce_rows_forward_kernel(const float* logits, const int32_t* labels, const float* weights, int64_t V,
+// dlogits may alias logits: every element is read and then written by the same thread, and the
+// row's single reads (x[0], x[label]) come before the barrier that precedes the writes.
+template <int N, class L, class T>
+__global__ void ce_rows_forward_kernel(const L* logits, const int32_t* labels, const float* weights, int64_t V,
                                        float* lse, float* ce, int32_t* argmax, T* dlogits) {
   __shared__ SoftmaxState sh[kWarps];
   __shared__ float s_lse;
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * V;
+  const L* x = logits + r * V;
   SoftmaxState st{-INFINITY, 0.0f, V};
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
-    Vec<float, N> v = *reinterpret_cast<const Vec<float, N>*>(x + j);
+    Vec<L, N> v = *reinterpret_cast<const Vec<L, N>*>(x + j);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const float xv = v.v[k];
+      const float xv = to_float(v.v[k]);
       if (xv > st.m) {
         st.s = st.s * expf(st.m - xv) + 1.0f;
         st.m = xv;
@@ -71,10 +74,10 @@ __global__ void ce_rows_forward_kernel(const float* logits, const int32_t* label
   if (threadIdx.x == 0) {
     st = sh[0];
     for (int w = 1; w < kWarps; ++w) st = combine(st, sh[w]);
-    if (isnan(x[0]) || st.best == V) st.best = 0;
+    if (isnan(to_float(x[0])) || st.best == V) st.best = 0;
     const float row_lse = st.m + logf(st.s);
     lse[r] = row_lse;
-    ce[r] = label == kIgnoredLabel ? 0.0f : (label >= 0 && int64_t(label) < V) ? row_lse - x[label] : NAN;
+    ce[r] = label == kIgnoredLabel ? 0.0f : (label >= 0 && int64_t(label) < V) ? row_lse - to_float(x[label]) : NAN;
     argmax[r] = int32_t(st.best);
     s_lse = row_lse;
   }
@@ -89,10 +92,10 @@ __global__ void ce_rows_forward_kernel(const float* logits, const int32_t* label
   }
   const float row_lse = s_lse;
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
-    Vec<float, N> v = *reinterpret_cast<const Vec<float, N>*>(x + j);
+    Vec<L, N> v = *reinterpret_cast<const Vec<L, N>*>(x + j);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      float g = w * expf(v.v[k] - row_lse);
+      float g = w * expf(to_float(v.v[k]) - row_lse);
       if (j + k == label) g -= w;
       d[j + k] = from_float<T>(g);
     }
@@ -113,14 +116,15 @@ __global__ void ce_loss_kernel(const float* ce, const float* weights, int64_t R,
   if (threadIdx.x == 0) loss[0] = total;
 }
 
-// logits (c, V) f32 in, dlogits (c, V) of T out (may alias logits when T is float); one block per row.
+// logits (c, V) of T in, dlogits (c, V) of T out (may alias logits: each element is read and
+// written by one thread); one block per row.
 // dlogits = dloss * weights[r] * (softmax - onehot(label)); exactly 0 for weight 0 or label -1,
 // NaN for a label outside [-1, V).
 template <class T>
-__global__ void ce_rows_backward_kernel(const float* logits, const int32_t* labels, const float* weights,
+__global__ void ce_rows_backward_kernel(const T* logits, const int32_t* labels, const float* weights,
                                         const float* lse, const float* dloss, int64_t V, T* dlogits) {
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * V;
+  const T* x = logits + r * V;
   T* d = dlogits + r * V;
   const int32_t label = labels[r];
   const float w = weights[r];
@@ -134,7 +138,7 @@ __global__ void ce_rows_backward_kernel(const float* logits, const int32_t* labe
   }
   const float s = dloss[0] * w, row_lse = lse[r];
   for (int64_t v = threadIdx.x; v < V; v += kThreads) {
-    float g = s * expf(x[v] - row_lse);
+    float g = s * expf(to_float(x[v]) - row_lse);
     if (v == label) g -= s;
     d[v] = from_float<T>(g);
   }
@@ -153,24 +157,25 @@ const void* offset(const void* p, int64_t elems, bool bf16) { return static_cast
 void* offset(void* p, int64_t elems, bool bf16) { return static_cast<char*>(p) + elems * elem(bf16); }
 }  // namespace
 
-void ce_rows_forward(const float* logits, const int32_t* labels, const float* weights, int64_t n, int64_t V,
-                     float* lse, float* ce, int32_t* argmax, void* dlogits, bool dlogits_bf16, void* stream) {
+void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const float* weights, int64_t n, int64_t V,
+                     float* lse, float* ce, int32_t* argmax, void* dlogits, void* stream) {
   if (n == 0) return;
   cudaStream_t s = as_stream(stream);
-  const bool vec = V % 4 == 0 && aligned16(logits);
-  auto launch = [&](auto n_tag, auto* out) {
+  auto launch = [&](auto n_tag, auto* x) {
     constexpr int N = decltype(n_tag)::value;
-    using T = std::remove_pointer_t<decltype(out)>;
-    ce_rows_forward_kernel<N, T><<<unsigned(n), kThreads, 0, s>>>(logits, labels, weights, V, lse, ce, argmax, out);
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    ce_rows_forward_kernel<N, T, T>
+        <<<unsigned(n), kThreads, 0, s>>>(x, labels, weights, V, lse, ce, argmax, static_cast<T*>(dlogits));
   };
-  using V4 = std::integral_constant<int, 4>;
-  using V1 = std::integral_constant<int, 1>;
-  if (dlogits_bf16) {
-    auto* d = static_cast<bf16_t*>(dlogits);
-    vec ? launch(V4{}, d) : launch(V1{}, d);
+  // 16-byte loads where every row starts aligned.
+  if (bf16) {
+    auto* x = static_cast<const bf16_t*>(logits);
+    V % 8 == 0 && aligned16(logits) ? launch(std::integral_constant<int, 8>{}, x)
+                                    : launch(std::integral_constant<int, 1>{}, x);
   } else {
-    auto* d = static_cast<float*>(dlogits);
-    vec ? launch(V4{}, d) : launch(V1{}, d);
+    auto* x = static_cast<const float*>(logits);
+    V % 4 == 0 && aligned16(logits) ? launch(std::integral_constant<int, 4>{}, x)
+                                    : launch(std::integral_constant<int, 1>{}, x);
   }
   check_launch("ce_rows_forward");
 }
@@ -194,13 +199,15 @@ void linear_ce_backward(const LinearCeBackward& a, void* cublas, void* stream) {
   for (int64_t r0 = 0; r0 < a.R; r0 += a.chunk) {
     const int64_t n = a.chunk < a.R - r0 ? a.chunk : a.R - r0;
     const void* h = offset(a.h, r0 * a.H, a.bf16);
-    gemm({n, a.V, a.H, h, a.H, false, a.weight, a.H, true, a.logits, a.V, 1.0f, 0.0f, a.bf16, false}, cublas, stream);
+    gemm({n, a.V, a.H, h, a.H, false, a.weight, a.H, true, a.logits, a.V, 1.0f, 0.0f, a.bf16, a.bf16}, cublas, stream);
     if (a.bf16)
       ce_rows_backward_kernel<bf16_t><<<unsigned(n), kThreads, 0, s>>>(
-          a.logits, a.labels + r0, a.row_weights + r0, a.lse + r0, a.dloss, a.V, static_cast<bf16_t*>(a.dlogits));
+          static_cast<const bf16_t*>(a.logits), a.labels + r0, a.row_weights + r0, a.lse + r0, a.dloss, a.V,
+          static_cast<bf16_t*>(a.dlogits));
     else
       ce_rows_backward_kernel<float><<<unsigned(n), kThreads, 0, s>>>(
-          a.logits, a.labels + r0, a.row_weights + r0, a.lse + r0, a.dloss, a.V, static_cast<float*>(a.dlogits));
+          static_cast<const float*>(a.logits), a.labels + r0, a.row_weights + r0, a.lse + r0, a.dloss, a.V,
+          static_cast<float*>(a.dlogits));
     check_launch("linear_ce_backward: rows");
     // dh[r0:r0+n] (n, H) += dlogits (n, V) W (V, H)
     if (a.dh)

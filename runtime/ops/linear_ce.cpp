@@ -52,15 +52,17 @@ void check_inputs(const Tensor& h, const Tensor& weight, const Tensor& labels, c
 }
 
 // Per chunk of rows on the device: logits GEMM, the row kernel (lse, ce, argmax and, in training,
-// the unit-upstream dlogits), then dh_unit[chunk] = dlogits W. The loss is written by one
-// fixed-order reduction over ce after the last chunk. Each GEMM and kernel is its own call, so
-// the profiler names them.
+// the unit-upstream dlogits over the logits), then dh_unit[chunk] = dlogits W. The loss is
+// written by one fixed-order reduction over ce after the last chunk. Each GEMM and kernel is its
+// own call, so the profiler names them. On a GPU the logits have h's dtype (bf16: the GEMM rounds
+// them once, as PyTorch's bf16 lm_head does, and no f32 chunk is written or read twice).
 void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels, const Tensor& row_weights,
                     int64_t chunk, const LinearCrossEntropy& res, const Tensor& lse, const Tensor& dh_unit) {
   const int64_t R = h.dim(0), H = h.dim(1), V = weight.dim(0);
   const bool half = bf16(h), grad = dh_unit.defined();
-  Tensor logits = Tensor::empty({chunk, V}, DType::f32);                                   // (chunk, V)
-  Tensor dlogits = !grad ? Tensor() : half ? Tensor::empty({chunk, V}, DType::bf16) : logits;  // (chunk, V) h's dtype
+  const DType logits_dtype = on_cpu() ? DType::f32 : h.dtype();
+  Tensor logits = Tensor::empty({chunk, V}, logits_dtype);  // (chunk, V); in training dlogits overwrite them
+  Tensor dlogits = grad ? logits : Tensor();
   const size_t esize = dtype_size(h.dtype());
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
     const int64_t n = std::min(chunk, R - r0);
@@ -83,12 +85,13 @@ void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels,
 #ifdef DFLASH_CUDA
     note_gemm_cost(n, V, H, false, true, false);
     if (void* s = ctx().cuda_stream_for_launch())
-      kernels::cuda::gemm({n, V, H, hr, H, false, weight.raw(), H, true, logits.raw(), V, 1.0f, 0.0f, half, false},
+      kernels::cuda::gemm({n, V, H, hr, H, false, weight.raw(), H, true, logits.raw(), V, 1.0f, 0.0f, half, half},
                           ctx().cublas(), s);
-    note_bytes_cost(double(n) * double(V) * (grad ? 8.0 + double(esize) : 4.0));
+    // The row kernel reads the logits once, and in training again and writes dlogits.
+    note_bytes_cost(double(n) * double(V) * double(esize) * (grad ? 3.0 : 1.0));
     if (void* s = ctx().cuda_stream_for_launch())
-      kernels::cuda::ce_rows_forward(f32(logits), i32(labels) + r0, f32(row_weights) + r0, n, V, f32(lse) + r0,
-                                     f32(res.ce) + r0, i32(res.argmax) + r0, raw(dlogits), half, s);
+      kernels::cuda::ce_rows_forward(logits.raw(), half, i32(labels) + r0, f32(row_weights) + r0, n, V, f32(lse) + r0,
+                                     f32(res.ce) + r0, i32(res.argmax) + r0, raw(dlogits), s);
     if (grad) {
       void* dst = static_cast<char*>(dh_unit.raw()) + size_t(r0 * H) * dtype_size(dh_unit.dtype());
       note_gemm_cost(n, H, V, false, false, bf16(dh_unit));
@@ -150,8 +153,7 @@ void record_recompute_backward(const Tensor& h, const Tensor& weight, const Tens
       }
       return;
     }
-    Tensor logits = Tensor::empty({chunk, V}, DType::f32);                    // (chunk, V) recomputed logits
-    Tensor dlogits = half ? Tensor::empty({chunk, V}, DType::bf16) : logits;  // (chunk, V) in h's dtype for cuBLAS
+    Tensor logits = Tensor::empty({chunk, V}, h.dtype());  // (chunk, V) recomputed logits, then dlogits over them
     if (ctx().profile_log()) {
       CallCost c;
       c.flop = 2.0 * double(R) * double(V) * double(H) * (1 + (dh.defined() ? 1 : 0) + (dw.defined() ? 1 : 0));
@@ -161,8 +163,8 @@ void record_recompute_backward(const Tensor& h, const Tensor& weight, const Tens
 #ifdef DFLASH_CUDA
     if (void* s = ctx().cuda_stream_for_launch()) {
       kernels::cuda::LinearCeBackward a{h.raw(),  weight.raw(), half,  i32(labels), f32(row_weights), f32(lse),
-                                        f32(dloss), R,          H,     V,           chunk,            f32(logits),
-                                        dlogits.raw(), raw(dh), bf16(dh), raw(dw),  bf16(dw)};
+                                        f32(dloss), R,          H,     V,           chunk,            logits.raw(),
+                                        logits.raw(), raw(dh), bf16(dh), raw(dw),  bf16(dw)};
       kernels::cuda::linear_ce_backward(a, ctx().cublas(), s);
     }
 #endif
@@ -185,7 +187,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, c
   res.loss = on_cpu() ? Tensor::zeros({1}, DType::f32) : Tensor::empty({1}, DType::f32);
   res.ce = Tensor::empty({R}, DType::f32);
   res.argmax = Tensor::empty({R}, DType::i32);
-  res.scratch_bytes = size_t(chunk) * size_t(V) * (sizeof(float) + (half && grad ? 2 : 0));
+  res.scratch_bytes = size_t(chunk) * size_t(V) * (half ? 2 : sizeof(float));
   Tensor lse = Tensor::empty({R}, DType::f32);                                   // (R)
   Tensor dh_unit = in_forward ? Tensor::empty({R, H}, h.dtype()) : Tensor();    // (R, H) dh for dloss = 1
   forward_chunks(h, weight, labels, row_weights, chunk, res, lse, dh_unit);
