@@ -2,7 +2,6 @@
 #include "runtime/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
-#include <cstring>
 #include <cuda_runtime.h>
 
 #include "runtime/error.h"
@@ -116,17 +115,9 @@ void free_async(void* p, void* stream) {
   if (p) cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
 }
 
-// Pinned buffers start as zeros, written through CUDA: bytes a staging buffer never fills (padding
-// rows) then reach the device as zeros, not as whatever the pages held, and compute-sanitizer's
-// initcheck, which cannot see the host's own stores, knows the buffer as initialized.
 void* alloc_pinned(size_t bytes) {
   void* p = nullptr;
   check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost");
-  // cudaMemset may return before the zeros land, and the host writes the buffer next: wait.
-  if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess || cudaStreamSynchronize(nullptr) != cudaSuccess) {
-    (void)cudaGetLastError();  // a driver without memset on mapped host memory: zero it here
-    std::memset(p, 0, bytes ? bytes : 1);
-  }
   return p;
 }
 
