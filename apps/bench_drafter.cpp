@@ -233,7 +233,9 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
               format_startup_table(report).c_str());
   const size_t peak = ctx.persistent_bytes() + bench.engine->arena_bytes();
   for (const ProgramReport& p : bench.engine->report())
-    if (!p.peak_at.empty()) std::printf("%s: arena %.3f GiB, peak at %s\n", p.name.c_str(), double(p.arena_bytes) / double(1ull << 30), p.peak_at.c_str());
+    if (!p.peak_at.empty())
+      std::printf("%s: arena %.3f GiB, peak at %s; at most %.3f GiB live at once\n", p.name.c_str(),
+                  double(p.arena_bytes) / double(1ull << 30), p.peak_at.c_str(), double(p.live_bytes) / double(1ull << 30));
   std::printf("%-12s %10s %10s %10s %12s\n", "bucket", "step ms", "TFLOP", "TFLOP/s", "peak GiB");
   for (auto& s : bench.steps) {
     const Bucket& b = s->bucket();

@@ -133,6 +133,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     reports_[i].recomputed = entries_[i].chosen.full + entries_[i].chosen.partial;
     reports_[i].partially_recomputed = entries_[i].chosen.partial;
     reports_[i].peak_at = plans[i].peak_at;
+    reports_[i].live_bytes = plans[i].live_bytes;
   }
   // Without a budget the arena is the largest fully recomputing plan (what startup.json reports
   // as needed); with one, what the chosen plans need (at most the budget); a forced choice may

@@ -26,6 +26,7 @@ struct ProgramReport {
   int64_t recomputed = 0;  // of which the recording recomputes this many (entirely or in part)
   int64_t partially_recomputed = 0;  // of those, recomputed only in part
   std::string peak_at;     // the op (phase) at the arena peak
+  size_t live_bytes = 0;   // the most bytes live at once in the chosen plan (<= arena_bytes)
   double record_ms = 0;
 };
 

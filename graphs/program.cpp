@@ -68,7 +68,7 @@ RecordingResult run_pass(Context& ctx, Mode mode, const std::string& name, std::
 
 PlanResult plan_program(Context& ctx, const std::string& name, const std::function<void()>& body) {
   RecordingResult r = run_pass(ctx, Mode::plan, name, nullptr, body);
-  return {r.peak_bytes, r.kernels, r.peak_at};
+  return {r.peak_bytes, r.kernels, r.peak_at, r.live_bytes};
 }
 
 Program record_program(Context& ctx, const std::string& name, const std::function<void()>& body) {

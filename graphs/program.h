@@ -45,6 +45,7 @@ struct PlanResult {
   size_t arena_bytes = 0;
   size_t kernels = 0;
   std::string peak_at;  // the op (phase) whose allocation set the peak
+  size_t live_bytes = 0;  // the most bytes live at once (arena_bytes - live_bytes: fragmentation)
 };
 PlanResult plan_program(Context& ctx, const std::string& name, const std::function<void()>& body);
 

@@ -82,6 +82,7 @@ nlohmann::json startup_json(const StartupReport& r) {
                         {"recomputed_segments", p.recomputed},
                         {"partially_recomputed_segments", p.partially_recomputed},
                         {"arena_peak_at", p.peak_at},
+                        {"arena_live_bytes", p.live_bytes},
                         {"record_ms", p.record_ms}};
     j["programs"].push_back(e);
     if (p.name.rfind("train/", 0) == 0) j["buckets"].push_back(e);

@@ -1,6 +1,7 @@
 // Context: modes, allocation routing, kernel submission and the recording lifecycle.
 #include "runtime/context.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/autograd.h"
@@ -125,6 +126,7 @@ std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
   const size_t peak_before = planner_.peak();
   size_t offset = planner_.allocate(bytes);
   if (mode_ == Mode::plan && planner_.peak() > peak_before) peak_at_ = std::string(op()) + " (" + current_phase() + ")";
+  max_live_bytes_ = std::max(max_live_bytes_, planner_.live_bytes());
   if (mode_ == Mode::record) {
     DF_CHECK(offset + align_up(bytes ? bytes : 1) <= arena_capacity_,
              "recording '" << program_ << "': op '" << op() << "' needs arena bytes up to "
@@ -248,6 +250,7 @@ void Context::begin(Mode mode, const std::string& program, std::vector<KernelCal
   ++epoch_;
   planner_.reset();
   peak_at_.clear();
+  max_live_bytes_ = 0;
 #ifdef DFLASH_CUDA
   if (mode == Mode::record && device_.is_cuda()) {
     if (profile_) {
@@ -265,6 +268,7 @@ RecordingResult Context::end() {
   r.kernels = kernels_;
   r.peak_bytes = planner_.peak();
   r.peak_at = peak_at_;
+  r.live_bytes = max_live_bytes_;
 #ifdef DFLASH_CUDA
   if (mode_ == Mode::record && device_.is_cuda()) {
     if (profile_) profile_->begin_instantiate();

@@ -29,6 +29,7 @@ struct RecordingResult {
   size_t kernels = 0;             // kernel calls recorded (or that would have been)
   size_t peak_bytes = 0;          // arena bytes the program needs
   std::string peak_at;            // the op (and phase) whose allocation reached the peak
+  size_t live_bytes = 0;          // the most bytes live at once; peak_bytes - live_bytes is fragmentation
   void* cuda_graph_exec = nullptr;  // CUDA record pass: the instantiated graph (owned by the caller)
 };
 
@@ -129,6 +130,7 @@ class Context {
 
   OffsetPlanner planner_;
   std::string peak_at_;
+  size_t max_live_bytes_ = 0;
   uint64_t epoch_ = 0;  // bumps at each begin(); blocks of an earlier pass are never returned twice
   void* arena_ = nullptr;
   size_t arena_capacity_ = 0;

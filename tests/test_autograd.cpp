@@ -133,4 +133,48 @@ TEST_SUITE("autograd") {
                                                    ops::swiglu(ops::linear(x, w_gate), ops::linear(x, w_up)))); },
                     {w_gate, w_up});
   }
+
+  TEST_CASE("linear backward writes dx over its input x when nothing else holds x, after dW has read it") {
+    // x is a non-leaf (like the down projection's input): dead after the linear, its storage
+    // becomes dx's. The same gradients (weight and the leaf behind x) as when the caller holds x,
+    // a smaller arena, and whatever the caller holds keeps its values.
+    CpuRuntime rt;
+    Tensor x0 = param({64, 48}, 4), w = param({32, 48}, 5, 0.2f);
+    auto run = [&](bool hold) {
+      std::vector<Tensor> held;
+      auto body = [&] {
+        Tensor x = ops::scale(x0, 1.5f);  // (64, 48)
+        if (hold) held = {x};
+        Tensor y = ops::linear(x, w);  // (64, 32)
+        x = Tensor();
+        backward(ops::sum(ops::mul(y, y)));
+        held.clear();
+      };
+      const size_t arena = plan_program(rt.ctx, hold ? "held" : "dead", body).arena_bytes;
+      ops::fill_(x0.grad(), 0.0f);
+      ops::fill_(w.grad(), 0.0f);
+      body();  // eager
+      std::vector<float> grads = w.grad().to_floats(), x_grads = x0.grad().to_floats();
+      grads.insert(grads.end(), x_grads.begin(), x_grads.end());
+      return std::make_pair(arena, grads);
+    };
+    auto [dead_arena, dead_grads] = run(false);
+    auto [held_arena, held_grads] = run(true);
+    CHECK(bitwise_equal(dead_grads, held_grads));
+    CHECK(dead_arena + 64 * 48 * sizeof(float) <= held_arena);
+    for (bool view_only : {false, true}) {
+      CAPTURE(view_only);
+      Tensor x = ops::scale(x0, 1.5f);
+      Tensor held = view_only ? x.reshape({64 * 48}) : x;
+      const std::vector<float> before = held.to_floats();
+      Tensor y = ops::linear(x, w);
+      x = Tensor();
+      backward(ops::sum(ops::mul(y, y)));
+      CHECK(bitwise_equal(held.to_floats(), before));
+    }
+    check_gradients([&] {
+      Tensor y = ops::linear(ops::scale(x0, 1.5f), w);
+      return ops::sum(ops::mul(y, y));
+    }, {x0, w});
+  }
 }

@@ -201,6 +201,26 @@ TEST_SUITE("seal") {
     CHECK_THROWS_WITH_AS(build(4 * kib, 3 * kib), doctest::Contains("lower runtime.arena_gb"), Error);
   }
 
+  TEST_CASE("a plan reports its arena and the most bytes live at once: their difference is fragmentation") {
+    CpuRuntime rt;
+    auto body = [] {
+      NoGrad no_grad;
+      Tensor a = Tensor::empty({1000}, DType::f32);  // 4000 bytes, 4032 placed, at 0
+      Tensor b = Tensor::empty({16}, DType::f32);    // 64 at 4032
+      a = Tensor();                                  // a hole of 4032 below b
+      Tensor c = Tensor::empty({1200}, DType::f32);  // 4800: not in the hole, so above b at 4096
+    };
+    PlanResult p = plan_program(rt.ctx, "fragments", body);
+    CHECK(p.arena_bytes == 4032 + 64 + 4800);
+    CHECK(p.live_bytes == 64 + 4800);
+    // Without the hole (a freed last) nothing is lost.
+    PlanResult q = plan_program(rt.ctx, "packed", [] {
+      Tensor a = Tensor::empty({1000}, DType::f32), b = Tensor::empty({16}, DType::f32);
+    });
+    CHECK(q.arena_bytes == 4032 + 64);
+    CHECK(q.live_bytes == q.arena_bytes);
+  }
+
   TEST_CASE("a body whose recording differs from its plan is refused, naming the program and both counts") {
     CpuRuntime rt;
     Tensor x = randn({4}, 1);

@@ -47,15 +47,17 @@ Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bo
   if (needs_grad({&a, &b})) {
     record_node(name, {&out}, [a, b, ta, tb, M, K, N](NodeGrads& g) {
       Tensor dc = g.out(0);
-      // A fresh input gradient is written (beta 0), saving its zero fill and a read.
-      if (auto [da, fresh] = g.in_overwritable(a); da.defined()) {
-        const float beta = fresh ? 0.0f : 1.0f;
-        if (!ta) gemm(M, K, N, dc, false, b, !tb, da, beta);   // dA = dC op(B)^T
-        else gemm(K, M, N, b, tb, dc, true, da, beta);          // dA = op(B) dC^T
-      }
+      // dB first: it is a's last reader here, so a fresh dA (written with beta 0, no zero fill)
+      // may then take a's own buffer when nothing else holds a, e.g. the down projection's T x I
+      // input, one buffer less at the peak of a drafter layer's backward.
       if (Tensor db = g.in(b); db.defined()) {
         if (!tb) gemm(K, N, M, a, !ta, dc, false, db, 1.0f);   // dB = op(A)^T dC
         else gemm(N, K, M, dc, true, a, ta, db, 1.0f);          // dB = dC^T op(A)
+      }
+      if (auto [da, fresh] = g.in_overwritable(a, a); da.defined()) {
+        const float beta = fresh ? 0.0f : 1.0f;
+        if (!ta) gemm(M, K, N, dc, false, b, !tb, da, beta);   // dA = dC op(B)^T
+        else gemm(K, M, N, b, tb, dc, true, da, beta);          // dA = op(B) dC^T
       }
     });
   }
