@@ -74,10 +74,10 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     r.bucket = e.bucket;
     r.segments = e.segments;
     PlanResult full = plan(e, all(e));
-    r.arena_bytes_full_checkpointing = full.arena_bytes;
-    r.arena_bytes_without_checkpointing = e.segments > 0 ? plan(e, Recompute{}).arena_bytes : full.arena_bytes;
-    if (full.arena_bytes >= largest) {
-      largest = full.arena_bytes;
+    r.arena_bytes_full_checkpointing = full.needed_bytes();
+    r.arena_bytes_without_checkpointing = e.segments > 0 ? plan(e, Recompute{}).needed_bytes() : full.needed_bytes();
+    if (full.needed_bytes() >= largest) {
+      largest = full.needed_bytes();
       largest_entry = &e;
     }
     plans.push_back(full);
@@ -120,7 +120,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     for (const Recompute& r : recompute_ladder(e.segments, e.partial, e.partial_cost)) {
       if (r == all(e)) break;
       PlanResult p = plan(e, r);
-      if (p.arena_bytes <= target) {
+      if (p.needed_bytes() <= target) {
         e.chosen = r;
         plans[i] = p;
         break;
@@ -128,11 +128,11 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
     }
   }
   for (size_t i = 0; i < entries_.size(); ++i) {
-    reports_[i].arena_bytes = plans[i].arena_bytes;
+    reports_[i].arena_bytes = plans[i].needed_bytes();
     reports_[i].kernels = plans[i].kernels;
     reports_[i].recomputed = entries_[i].chosen.full + entries_[i].chosen.partial;
     reports_[i].partially_recomputed = entries_[i].chosen.partial;
-    reports_[i].peak_at = plans[i].peak_at;
+    reports_[i].peak_at = plans[i].needed_peak_at();
     reports_[i].live_bytes = plans[i].live_bytes;
   }
   // Without a budget the arena is the largest fully recomputing plan (what startup.json reports
@@ -141,7 +141,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
   size_t arena = largest;
   if (arena_budget_ > largest || forced_) {
     arena = 0;
-    for (const PlanResult& p : plans) arena = std::max(arena, p.arena_bytes);
+    for (const PlanResult& p : plans) arena = std::max(arena, p.needed_bytes());
   }
   DF_CHECK(arena <= available_bytes, "the forced recomputation needs an activation arena of "
                                          << gib(arena) << " (" << arena << " bytes) but only " << gib(available_bytes)
@@ -151,7 +151,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (progress) progress("recording " + e.name);
-    Program p = record_program(ctx_, e.name, [&] { e.body(e.chosen); });
+    Program p = record_program(ctx_, e.name, [&] { e.body(e.chosen); }, plans[i].placement);
     DF_CHECK(p.arena_bytes() == reports_[i].arena_bytes && p.kernels() == reports_[i].kernels,
              "program '" << e.name << "': the recording (" << p.kernels() << " kernels, " << p.arena_bytes()
                          << " bytes) differs from its plan (" << reports_[i].kernels << " kernels, "

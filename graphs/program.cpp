@@ -50,8 +50,8 @@ void Program::replay() const {
 namespace {
 // Runs body between begin and end; on any error the context leaves recording cleanly.
 RecordingResult run_pass(Context& ctx, Mode mode, const std::string& name, std::vector<KernelCall>* sink,
-                         const std::function<void()>& body) {
-  ctx.begin(mode, name, sink);
+                         const std::function<void()>& body, std::shared_ptr<const Placement> placement = nullptr) {
+  ctx.begin(mode, name, sink, std::move(placement));
   try {
     body();
     DF_CHECK(ctx.tape().size() == 0,
@@ -68,13 +68,14 @@ RecordingResult run_pass(Context& ctx, Mode mode, const std::string& name, std::
 
 PlanResult plan_program(Context& ctx, const std::string& name, const std::function<void()>& body) {
   RecordingResult r = run_pass(ctx, Mode::plan, name, nullptr, body);
-  return {r.peak_bytes, r.kernels, r.peak_at, r.live_bytes};
+  return {r.peak_bytes, r.kernels, r.peak_at, r.live_bytes, r.placement};
 }
 
-Program record_program(Context& ctx, const std::string& name, const std::function<void()>& body) {
+Program record_program(Context& ctx, const std::string& name, const std::function<void()>& body,
+                       std::shared_ptr<const Placement> placement) {
   auto t0 = std::chrono::steady_clock::now();
   Program p;
-  RecordingResult r = run_pass(ctx, Mode::record, name, &p.calls_, body);
+  RecordingResult r = run_pass(ctx, Mode::record, name, &p.calls_, body, std::move(placement));
   p.ctx_ = &ctx;
   p.name_ = name;
   p.graph_exec_ = r.cuda_graph_exec;

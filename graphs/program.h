@@ -29,7 +29,8 @@ class Program {
   void replay() const;
 
  private:
-  friend Program record_program(Context&, const std::string&, const std::function<void()>&);
+  friend Program record_program(Context&, const std::string&, const std::function<void()>&,
+                                std::shared_ptr<const Placement>);
   Context* ctx_ = nullptr;
   std::string name_;
   std::vector<KernelCall> calls_;
@@ -46,11 +47,18 @@ struct PlanResult {
   size_t kernels = 0;
   std::string peak_at;  // the op (phase) whose allocation set the peak
   size_t live_bytes = 0;  // the most bytes live at once (arena_bytes - live_bytes: fragmentation)
+  // arena_bytes is what the online best fit needs (a recording given no placement); the offline
+  // placement, when it packs tighter, needs needed_bytes() with its peak at needed_peak_at().
+  std::shared_ptr<const Placement> placement;
+  size_t needed_bytes() const { return placement ? placement->arena_bytes : arena_bytes; }
+  const std::string& needed_peak_at() const { return placement ? placement->peak_at : peak_at; }
 };
 PlanResult plan_program(Context& ctx, const std::string& name, const std::function<void()>& body);
 
 // Records the body over the context's arena (reserve_arena first, with at least the planned
-// bytes). The body must run the same op sequence as when it was planned.
-Program record_program(Context& ctx, const std::string& name, const std::function<void()>& body);
+// bytes: needed_bytes() when given the plan's placement, else arena_bytes). The body must run the
+// same op sequence as when it was planned.
+Program record_program(Context& ctx, const std::string& name, const std::function<void()>& body,
+                       std::shared_ptr<const Placement> placement = nullptr);
 
 }  // namespace dflash

@@ -123,10 +123,34 @@ std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
     return s;
   }
   if (sealed_) refuse_sealed("arena allocation", bytes);
+  const size_t aligned = align_up(bytes ? bytes : 1);
   const size_t peak_before = planner_.peak();
-  size_t offset = planner_.allocate(bytes);
+  // The online best fit always runs: it tracks what is live, and places the temporaries of a
+  // recording given no placement.
+  const size_t online = planner_.allocate(bytes);
+  size_t offset = online;
   if (mode_ == Mode::plan && planner_.peak() > peak_before) peak_at_ = std::string(op()) + " (" + current_phase() + ")";
-  max_live_bytes_ = std::max(max_live_bytes_, planner_.live_bytes());
+  if (planner_.live_bytes() > max_live_bytes_) {
+    max_live_bytes_ = planner_.live_bytes();
+    if (mode_ == Mode::plan) live_peak_at_ = std::string(op()) + " (" + current_phase() + ")";
+  }
+  size_t block = SIZE_MAX;
+  if (mode_ == Mode::plan) {
+    block = blocks_.size();
+    blocks_.push_back({aligned, events_++, UINT64_MAX});
+  }
+  if (mode_ == Mode::record && placement_) {
+    DF_CHECK(placed_ < placement_->offsets.size() && placement_->bytes[placed_] == aligned,
+             "recording '" << program_ << "': temporary #" << placed_ << " (op '" << op() << "', " << aligned
+                           << " bytes) is not the planning pass's ("
+                           << (placed_ < placement_->bytes.size() ? std::to_string(placement_->bytes[placed_]) + " bytes"
+                                                                 : std::string("it had only ") +
+                                                                       std::to_string(placement_->bytes.size()))
+                           << "); the planning pass and the recording pass diverged (a runtime bug: model code "
+                              "must not branch on data or timing while recording)");
+    offset = placement_->offsets[placed_++];
+    placed_top_ = std::max(placed_top_, offset + aligned);
+  }
   if (mode_ == Mode::record) {
     DF_CHECK(offset + align_up(bytes ? bytes : 1) <= arena_capacity_,
              "recording '" << program_ << "': op '" << op() << "' needs arena bytes up to "
@@ -140,9 +164,10 @@ std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
   }
   s->in_arena = true;
   uint64_t epoch = epoch_;
-  size_t aligned = align_up(bytes ? bytes : 1);
-  s->release = [this, offset, aligned, epoch](Storage&) {
-    if (epoch_ == epoch) planner_.release(offset, aligned);
+  s->release = [this, online, aligned, epoch, block](Storage&) {
+    if (epoch_ != epoch) return;
+    planner_.release(online, aligned);
+    if (block != SIZE_MAX) blocks_[block].end = events_++;
   };
   return s;
 }
@@ -234,7 +259,8 @@ void* Context::cuda_stream_for_launch() {
   return mode_ == Mode::plan ? nullptr : cuda_stream_;
 }
 
-void Context::begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink) {
+void Context::begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink,
+                    std::shared_ptr<const Placement> placement) {
   if (sealed_)
     DF_FAIL("recording of program '" << program << "' requested after the runtime was sealed: buckets are "
                                      << "fixed at startup; add a [[buckets]] entry to the config and restart");
@@ -250,7 +276,12 @@ void Context::begin(Mode mode, const std::string& program, std::vector<KernelCal
   ++epoch_;
   planner_.reset();
   peak_at_.clear();
+  live_peak_at_.clear();
   max_live_bytes_ = 0;
+  blocks_.clear();
+  events_ = 0;
+  placement_ = mode == Mode::record ? std::move(placement) : nullptr;
+  placed_ = placed_top_ = 0;
 #ifdef DFLASH_CUDA
   if (mode == Mode::record && device_.is_cuda()) {
     if (profile_) {
@@ -269,6 +300,17 @@ RecordingResult Context::end() {
   r.peak_bytes = planner_.peak();
   r.peak_at = peak_at_;
   r.live_bytes = max_live_bytes_;
+  const bool placed = mode_ == Mode::record && placement_;
+  if (placed) {
+    r.peak_bytes = placed_top_;
+    r.peak_at = placement_->peak_at;
+  }
+  if (mode_ == Mode::plan && planner_.live_blocks() == 0) {
+    Placement p = place_blocks(blocks_);
+    p.peak_at = live_peak_at_;
+    if (p.arena_bytes < r.peak_bytes) r.placement = std::make_shared<const Placement>(std::move(p));
+  }
+  const size_t placed_count = placed_, planned_count = placed ? placement_->offsets.size() : 0;
 #ifdef DFLASH_CUDA
   if (mode_ == Mode::record && device_.is_cuda()) {
     if (profile_) profile_->begin_instantiate();
@@ -283,6 +325,16 @@ RecordingResult Context::end() {
   sink_ = nullptr;
   ++epoch_;
   planner_.reset();
+  blocks_.clear();
+  placement_ = nullptr;
+  if (placed && placed_count != planned_count) {
+#ifdef DFLASH_CUDA
+    if (r.cuda_graph_exec) cuda_backend::graph_destroy(r.cuda_graph_exec);
+#endif
+    DF_FAIL("program '" << program << "': the recording made " << placed_count << " temporaries but its planning "
+                        << "pass " << planned_count << "; the passes diverged (a runtime bug: model code must not "
+                        << "branch on data or timing while recording)");
+  }
   if (live) {
 #ifdef DFLASH_CUDA
     if (r.cuda_graph_exec) cuda_backend::graph_destroy(r.cuda_graph_exec);
@@ -311,6 +363,8 @@ void Context::abort_recording() noexcept {
   sink_ = nullptr;
   ++epoch_;
   planner_.reset();
+  blocks_.clear();
+  placement_ = nullptr;
   tape_->clear();
 }
 

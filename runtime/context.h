@@ -10,6 +10,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/placement.h"
 #include "runtime/profile.h"
 
 namespace dflash {
@@ -30,6 +31,9 @@ struct RecordingResult {
   size_t peak_bytes = 0;          // arena bytes the program needs
   std::string peak_at;            // the op (and phase) whose allocation reached the peak
   size_t live_bytes = 0;          // the most bytes live at once; peak_bytes - live_bytes is fragmentation
+  // Plan pass: the offline placement of its temporaries when it needs fewer bytes than peak_bytes
+  // (the online best fit), else null. A recording given it needs placement->arena_bytes.
+  std::shared_ptr<const Placement> placement;
   void* cuda_graph_exec = nullptr;  // CUDA record pass: the instantiated graph (owned by the caller)
 };
 
@@ -78,8 +82,10 @@ class Context {
   std::shared_ptr<void>& cudnn_attention_state() { return cudnn_attention_; }
   void add_persistent_bytes(size_t bytes) { persistent_bytes_ += bytes; }
 
-  // Planning and recording, used by graphs/Program. cpu_sink receives a CPU recording.
-  void begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink = nullptr);
+  // Planning and recording, used by graphs/Program. cpu_sink receives a CPU recording. A recording
+  // given a placement (from the planning pass of the same body) puts its temporaries at its offsets.
+  void begin(Mode mode, const std::string& program, std::vector<KernelCall>* cpu_sink = nullptr,
+             std::shared_ptr<const Placement> placement = nullptr);
   RecordingResult end();
   // Leave a failed recording so the context is usable again; its results are discarded.
   void abort_recording() noexcept;
@@ -131,6 +137,12 @@ class Context {
   OffsetPlanner planner_;
   std::string peak_at_;
   size_t max_live_bytes_ = 0;
+  std::string live_peak_at_;  // plan pass: the op (phase) whose allocation reached max_live_bytes_
+  std::vector<ArenaBlock> blocks_;  // plan pass: every temporary's size and lifetime
+  uint64_t events_ = 0;             // plan pass: allocations and releases so far
+  std::shared_ptr<const Placement> placement_;  // record pass: the offsets to use, or null
+  size_t placed_ = 0;                           // record pass: temporaries placed so far
+  size_t placed_top_ = 0;                       // record pass: the highest offset + bytes used
   uint64_t epoch_ = 0;  // bumps at each begin(); blocks of an earlier pass are never returned twice
   void* arena_ = nullptr;
   size_t arena_capacity_ = 0;

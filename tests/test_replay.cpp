@@ -1,6 +1,10 @@
 // Record once, replay forever: replay equals eager bit for bit, replay allocates nothing, a sealed
 // runtime refuses to record, startup refuses a bucket set that does not fit, and a body whose
 // recording differs from its plan.
+#include <random>
+
+#include "graphs/program.h"
+#include "runtime/placement.h"
 #include "tests/test_util.h"
 #include "train/toy_worker.h"
 
@@ -213,12 +217,105 @@ TEST_SUITE("seal") {
     PlanResult p = plan_program(rt.ctx, "fragments", body);
     CHECK(p.arena_bytes == 4032 + 64 + 4800);
     CHECK(p.live_bytes == 64 + 4800);
+    // The offline placement, knowing every lifetime, puts c where a was: no hole.
+    REQUIRE(p.placement);
+    CHECK(p.needed_bytes() == 64 + 4800);
+    CHECK(p.placement->offsets == std::vector<size_t>{0, 4800, 0});
     // Without the hole (a freed last) nothing is lost.
     PlanResult q = plan_program(rt.ctx, "packed", [] {
       Tensor a = Tensor::empty({1000}, DType::f32), b = Tensor::empty({16}, DType::f32);
     });
     CHECK(q.arena_bytes == 4032 + 64);
     CHECK(q.live_bytes == q.arena_bytes);
+  }
+
+  TEST_CASE("offline placement: blocks alive together never overlap, and interleaved lifetimes pack to the live bytes") {
+    std::mt19937_64 rng(11);
+    for (int trial = 0; trial < 20; ++trial) {
+      CAPTURE(trial);
+      // Random lifetimes over 200 events: each block lives from its allocation to a later event.
+      std::vector<ArenaBlock> blocks;
+      for (uint64_t t = 0; t < 200; t += 1 + rng() % 3) {
+        const uint64_t end = t + 1 + rng() % 40;
+        blocks.push_back({size_t(1 + rng() % 64) * kAlignment, t, end});
+      }
+      const Placement p = place_blocks(blocks);
+      REQUIRE(p.offsets.size() == blocks.size());
+      size_t top = 0, total = 0;
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        CHECK(p.offsets[i] % kAlignment == 0);
+        CHECK(p.bytes[i] == blocks[i].bytes);
+        top = std::max(top, p.offsets[i] + blocks[i].bytes);
+        total += blocks[i].bytes;
+        for (size_t j = i + 1; j < blocks.size(); ++j) {
+          if (!(blocks[i].start < blocks[j].end && blocks[j].start < blocks[i].end)) continue;
+          const bool apart = p.offsets[i] + blocks[i].bytes <= p.offsets[j] || p.offsets[j] + blocks[j].bytes <= p.offsets[i];
+          CHECK(apart);
+        }
+      }
+      size_t most_live = 0;  // a lower bound for any placement
+      for (uint64_t t = 0; t < 240; ++t) {
+        size_t live = 0;
+        for (const ArenaBlock& b : blocks)
+          if (b.start <= t && t < b.end) live += b.bytes;
+        most_live = std::max(most_live, live);
+      }
+      CHECK(p.arena_bytes == top);
+      CHECK(p.arena_bytes >= most_live);
+      CHECK(p.arena_bytes <= total);
+      CHECK(place_blocks(blocks).offsets == p.offsets);  // deterministic
+    }
+  }
+
+  TEST_CASE("a recording given its plan's placement puts temporaries at its offsets and computes what eager does") {
+    CpuRuntime rt;
+    Tensor x = randn({1000}, 3);
+    Tensor out = Tensor::persistent({1200}, DType::f32);
+    auto body = [&] {
+      NoGrad no_grad;
+      Tensor a = ops::scale(x, 2.0f);                                  // 4032 placed bytes
+      Tensor b = ops::scale(a.rows(0, 16), 3.0f);                      // 64
+      a = Tensor();
+      Tensor c = ops::concat(ops::scale(x, -1.0f), ops::scale(x.rows(0, 200), 0.5f), 0);  // 4800, with two temporaries
+      ops::copy_(out, ops::add(c, ops::concat(b, Tensor::zeros({1184}, DType::f32), 0)));
+    };
+    body();
+    const std::vector<float> eager = out.to_floats();
+    PlanResult plan = plan_program(rt.ctx, "packed", body);
+    REQUIRE(plan.placement);
+    CHECK(plan.needed_bytes() < plan.arena_bytes);
+    rt.ctx.reserve_arena(plan.needed_bytes());
+    Program p = record_program(rt.ctx, "packed", body, plan.placement);
+    CHECK(p.arena_bytes() == plan.needed_bytes());
+    ops::fill_(out, NAN);
+    p.replay();
+    CHECK(bitwise_equal(out.to_floats(), eager));
+  }
+
+  TEST_CASE("a recording that departs from its placement is refused, naming the program and the temporary") {
+    CpuRuntime rt;
+    Tensor x = randn({1000}, 3);
+    int variant = 0;  // 0: as planned; 1: another size at the third temporary; 2: one temporary fewer
+    auto body = [&] {
+      NoGrad no_grad;
+      Tensor a = Tensor::empty({1000}, DType::f32), b = Tensor::empty({16}, DType::f32);
+      a = Tensor();
+      if (variant != 2) Tensor c = Tensor::empty({variant == 1 ? 1300 : 1200}, DType::f32);
+    };
+    PlanResult plan = plan_program(rt.ctx, "fragments", body);
+    REQUIRE(plan.placement);
+    rt.ctx.reserve_arena(plan.arena_bytes);
+    variant = 1;
+    CHECK_THROWS_WITH_AS(record_program(rt.ctx, "fragments", body, plan.placement),
+                         doctest::Contains("recording 'fragments': temporary #2 (op '(no op)', 5248 bytes) is not the "
+                                           "planning pass's (4800 bytes)"),
+                         Error);
+    variant = 2;
+    CHECK_THROWS_WITH_AS(record_program(rt.ctx, "fragments", body, plan.placement),
+                         doctest::Contains("program 'fragments': the recording made 2 temporaries but its planning pass 3"),
+                         Error);
+    variant = 0;
+    CHECK(record_program(rt.ctx, "fragments", body, plan.placement).arena_bytes() == plan.needed_bytes());
   }
 
   TEST_CASE("a body whose recording differs from its plan is refused, naming the program and both counts") {
