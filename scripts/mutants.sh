@@ -154,6 +154,12 @@ mutant "a gradient takes the storage of an input that is still held elsewhere" "
 mutant "a gradient takes the storage of an input that a view still reads" "-tc=*swiglu*backward*writes*" \
   'use_count() == 1 && donor.impl().storage.use_count() == 1 &&' \
   'use_count() == 1 && true &&'
+mutant "offline placement ignores blocks that die after this one starts" "-tc=*offline*placement*" \
+  'if (blocks[j].start < b.end && b.start < blocks[j].end) busy.emplace_back' \
+  'if (blocks[j].start < b.end && b.start < blocks[j].start) busy.emplace_back'
+mutant "a recording given its plan's placement still uses the online offsets" "-tc=*placement*offsets*" \
+  'offset = placement_->offsets[placed_++];' \
+  'offset = online + 0 * placement_->offsets[placed_++];'
 mutant "the outputs of skipped ops take arena memory" "-tc=*SkipLaunches*scope*" \
   'const bool unread = skip_launches_ > 0;' \
   'const bool unread = false;'
