@@ -138,7 +138,7 @@ struct DrafterBench {
       fill_random(embed, 1, 1.0f);
       fill_random(head, 2, 0.02f);
     }
-    drafter = std::make_unique<Drafter>(spec, embed, head);
+    drafter = std::make_unique<Drafter>(spec, embed, head, ShardLayout{}, /*random_init=*/false);
     fill_random(drafter->params().flat_master(), 3, 0.02f);
     drafter->params().sync_compute_copy();
     OptimizerConfig opt;

@@ -50,7 +50,8 @@ struct Rank {
     head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, DType::bf16, "lm_head");
     fill_random(embed, 1, 1.0f);
     fill_random(head, 2, 0.02f);
-    drafter = std::make_unique<Drafter>(spec, embed, head, ShardLayout{o.gpus, rank, o.shard && o.gpus > 1});
+    drafter = std::make_unique<Drafter>(spec, embed, head, ShardLayout{o.gpus, rank, o.shard && o.gpus > 1},
+                                        /*random_init=*/false);
     fill_random(drafter->params().flat_master(), 3 + uint64_t(rank), 0.02f);
     fill_random(drafter->params().flat_compute(), 3, 0.02f);
     drafter->params().sync_compute_copy();

@@ -92,7 +92,7 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
   ContextScope scope(weights);
   auto t0 = Clock::now();
   std::unique_ptr<Target> target = Target::random(m.target, m.drafter.target_layer_ids, 1, 7, 0.02);
-  Drafter drafter(m.drafter, target->embed_tokens(), target->lm_head());
+  Drafter drafter(m.drafter, target->embed_tokens(), target->lm_head(), ShardLayout{}, /*random_init=*/false);
   randomize(drafter.params(), 11, 0.02);
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
   SpecDecoderOptions o;

@@ -36,7 +36,7 @@ void validate_drafter_spec(const DrafterSpec& s) {
   DF_CHECK(s.block_size >= 2, "drafter.block_size = " << s.block_size << ": a block needs at least 2 slots");
 }
 
-Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout)
+Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout, bool random_init)
     : spec_(spec), embed_(std::move(embed_tokens)), lm_head_(std::move(lm_head)) {
   validate_drafter_spec(spec_);
   DF_CHECK(embed_.dim(0) == spec_.vocab_size && embed_.dim(1) == spec_.hidden_size,
@@ -52,7 +52,7 @@ Drafter::Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, S
   for (int64_t i = 0; i < half; ++i)
     inv[size_t(i)] = float(1.0 / std::pow(spec_.rope_theta, double(2 * i) / double(spec_.head_dim)));
   inv_freq_ = Tensor::from_floats({half}, inv, "drafter.inv_freq");
-  init_random(0, 0.02);
+  if (random_init) init_random(0, 0.02);
 }
 
 void Drafter::init_random(uint64_t seed, double std) {

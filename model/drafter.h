@@ -38,7 +38,11 @@ class Drafter {
  public:
   // embed_tokens and lm_head [V, H] are the target's, frozen.
   // layout: how the parameters' flat buffers are split across ranks (runtime/optimizer.h).
-  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout = {});
+  // The weights start as init_random(0, 0.02); with random_init = false they are left unset for a
+  // caller that sets every one itself (the trainer's seeded init, a benchmark's fill), which skips
+  // a single-threaded pass over ~10^9 values at qwen3-8b dims.
+  Drafter(const DrafterSpec& spec, Tensor embed_tokens, Tensor lm_head, ShardLayout layout = {},
+          bool random_init = true);
 
   // Linear weights ~ N(0, std^2) (seeded), norm weights 1. Eager, before recording.
   void init_random(uint64_t seed, double std);

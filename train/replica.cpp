@@ -10,7 +10,8 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
   int64_t max_seq = 0;
   for (const Bucket& b : o.buckets) max_seq = std::max(max_seq, b.seq);
   target_ = std::make_unique<Target>(o.target_dir, o.spec.target_layer_ids, max_seq);
-  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head(), o.layout);
+  drafter_ = std::make_unique<Drafter>(o.spec, target_->embed_tokens(), target_->lm_head(), o.layout,
+                                       /*random_init=*/false);
   drafter_->init_random(o.init_seed, o.init_std);
   if (o.train) {
     optimizer_ = std::make_unique<AdamWOptimizer>(drafter_->params(), o.optimizer);
