@@ -152,7 +152,7 @@ std::shared_ptr<Storage> Context::allocate_temporary(size_t bytes) {
     placed_top_ = std::max(placed_top_, offset + aligned);
   }
   if (mode_ == Mode::record) {
-    DF_CHECK(offset + align_up(bytes ? bytes : 1) <= arena_capacity_,
+    DF_CHECK(offset + aligned <= arena_capacity_,
              "recording '" << program_ << "': op '" << op() << "' needs arena bytes up to "
                            << offset + bytes << " but the arena holds " << arena_capacity_
                            << "; the planning pass and the recording pass diverged (a runtime bug: "

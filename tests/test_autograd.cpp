@@ -1,10 +1,27 @@
 // Autograd semantics: reverse order, += accumulation, frozen tensors, no-grad scopes and the
-// backward-twice error; swiglu writing its gradients over its dead inputs.
+// backward-twice error; swiglu and linear writing gradients over their dead inputs.
 #include "graphs/program.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;
+
+namespace {
+// Plans `body` (the online planner's arena), then runs it eagerly from zeroed gradients: that
+// arena and the leaves' gradients, one after another.
+std::pair<size_t, std::vector<float>> arena_and_grads(Context& ctx, const char* name, const std::function<void()>& body,
+                                                      const std::vector<Tensor>& leaves) {
+  const size_t arena = plan_program(ctx, name, body).arena_bytes;
+  for (const Tensor& t : leaves) ops::fill_(t.grad(), 0.0f);
+  body();  // eager
+  std::vector<float> grads;
+  for (const Tensor& t : leaves) {
+    const std::vector<float> g = t.grad().to_floats();
+    grads.insert(grads.end(), g.begin(), g.end());
+  }
+  return {arena, grads};
+}
+}  // namespace
 
 TEST_SUITE("autograd") {
   TEST_CASE("gradients accumulate into leaf buffers across backward calls") {
@@ -103,13 +120,7 @@ TEST_SUITE("autograd") {
         backward(ops::sum(ops::mul(y, y)));
         held.clear();
       };
-      const size_t arena = plan_program(rt.ctx, hold ? "held" : "dead", body).arena_bytes;
-      ops::fill_(w_gate.grad(), 0.0f);
-      ops::fill_(w_up.grad(), 0.0f);
-      body();  // eager
-      std::vector<float> grads = w_gate.grad().to_floats(), up_grads = w_up.grad().to_floats();
-      grads.insert(grads.end(), up_grads.begin(), up_grads.end());
-      return std::make_pair(arena, grads);
+      return arena_and_grads(rt.ctx, hold ? "held" : "dead", body, {w_gate, w_up});
     };
     auto [dead_arena, dead_grads] = run(false);
     auto [held_arena, held_grads] = run(true);
@@ -150,13 +161,7 @@ TEST_SUITE("autograd") {
         backward(ops::sum(ops::mul(y, y)));
         held.clear();
       };
-      const size_t arena = plan_program(rt.ctx, hold ? "held" : "dead", body).arena_bytes;
-      ops::fill_(x0.grad(), 0.0f);
-      ops::fill_(w.grad(), 0.0f);
-      body();  // eager
-      std::vector<float> grads = w.grad().to_floats(), x_grads = x0.grad().to_floats();
-      grads.insert(grads.end(), x_grads.begin(), x_grads.end());
-      return std::make_pair(arena, grads);
+      return arena_and_grads(rt.ctx, hold ? "held" : "dead", body, {w, x0});
     };
     auto [dead_arena, dead_grads] = run(false);
     auto [held_arena, held_grads] = run(true);

@@ -33,7 +33,7 @@ __device__ __forceinline__ SoftmaxState combine(SoftmaxState a, SoftmaxState b) 
   return {M, rescale(a.m, a.s, M) + rescale(b.m, b.s, M), best};
 }
 
-// logits (c, V) of L; one block per row r of the chunk; lse, ce, argmax (c).
+// logits (c, V) of T; one block per row r of the chunk; lse, ce, argmax (c).
 // Each thread scans its elements in increasing index order; a NaN never becomes the max but
 // makes the sum NaN. The first maximum wins, and like the CPU scan, a NaN in column 0 (or a row
 // where nothing exceeds -inf) gives argmax 0. With dlogits (training), a second pass writes the
@@ -41,16 +41,16 @@ __device__ __forceinline__ SoftmaxState combine(SoftmaxState a, SoftmaxState b) 
 // weights[r] * (softmax - onehot(label)); 0 for weight 0 or label -1; NaN for a bad label.
 // dlogits may alias logits: every element is read and then written by the same thread, and the
 // row's single reads (x[0], x[label]) come before the barrier that precedes the writes.
-template <int N, class L, class T>
-__global__ void ce_rows_forward_kernel(const L* logits, const int32_t* labels, const float* weights, int64_t V,
+template <int N, class T>
+__global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, const float* weights, int64_t V,
                                        float* lse, float* ce, int32_t* argmax, T* dlogits) {
   __shared__ SoftmaxState sh[kWarps];
   __shared__ float s_lse;
   const int64_t r = blockIdx.x;
-  const L* x = logits + r * V;
+  const T* x = logits + r * V;
   SoftmaxState st{-INFINITY, 0.0f, V};
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
-    Vec<L, N> v = *reinterpret_cast<const Vec<L, N>*>(x + j);
+    Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       const float xv = to_float(v.v[k]);
@@ -92,7 +92,7 @@ __global__ void ce_rows_forward_kernel(const L* logits, const int32_t* labels, c
   }
   const float row_lse = s_lse;
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
-    Vec<L, N> v = *reinterpret_cast<const Vec<L, N>*>(x + j);
+    Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       float g = w * expf(to_float(v.v[k]) - row_lse);
@@ -164,7 +164,7 @@ void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const
   auto launch = [&](auto n_tag, auto* x) {
     constexpr int N = decltype(n_tag)::value;
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
-    ce_rows_forward_kernel<N, T, T>
+    ce_rows_forward_kernel<N, T>
         <<<unsigned(n), kThreads, 0, s>>>(x, labels, weights, V, lse, ce, argmax, static_cast<T*>(dlogits));
   };
   // 16-byte loads where every row starts aligned.
