@@ -10,6 +10,7 @@
 
 #include "graphs/program.h"
 #include "model/dflash_ops.h"
+#include "runtime/ops/common.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/target_attention.h"
 #include "tests/gpu_test_util.h"
@@ -199,6 +200,37 @@ TEST_SUITE("gpu-misc") {
       INFO("dtype " << std::string(dtype_name(dt)));
       CHECK(bitwise_equal(run_attention(be.gpu, dt, c, in), run_attention(be.gpu, dt, c, in)));
     }
+  }
+
+  TEST_CASE("copy_ between GPU tensors moves every byte: 16-byte packs, a tail, unaligned views, in a graph") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    std::vector<uint16_t> host(4099);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = uint16_t(i * 2654435761u >> 7);
+    const Tensor src = Tensor::from_host({int64_t(host.size())}, DType::bf16, host.data());
+    // {elements, source offset, destination offset} in elements: packs only, packs and a tail,
+    // and sources or destinations off 16-byte alignment (byte by byte).
+    for (auto [n, so, d_off] : {std::array<int64_t, 3>{4096, 0, 0}, {4093, 0, 0}, {4095, 1, 0}, {4091, 0, 3}, {7, 5, 1}}) {
+      INFO("n " << n << " source offset " << so << " destination offset " << d_off);
+      const Tensor dst_storage = Tensor::persistent({4099}, DType::bf16);
+      ops::fill_(dst_storage, -1.0f);
+      const Tensor s = ops::detail::view_of(src, {n}, size_t(so) * 2);
+      const Tensor d = ops::detail::view_of(dst_storage, {n}, size_t(d_off) * 2);
+      ops::copy_(d, s);
+      ctx.synchronize();
+      std::vector<uint16_t> got = bf16_bits(dst_storage), want(4099, 0xBF80);  // bf16 -1
+      std::copy(host.begin() + so, host.begin() + so + n, want.begin() + d_off);
+      CHECK(got == want);
+    }
+    const Tensor out = Tensor::persistent({4093}, DType::bf16);
+    const Tensor tail = ops::detail::view_of(src, {4093}, 2 * 6);
+    ctx.reserve_arena(std::max(ctx.arena_bytes(), plan_program(ctx, "copy", [&] { ops::copy_(out, tail); }).arena_bytes));
+    Program p = record_program(ctx, "copy", [&] { ops::copy_(out, tail); });
+    ops::fill_(out, 0.0f);
+    p.replay();
+    ctx.synchronize();
+    CHECK(bf16_bits(out) == std::vector<uint16_t>(host.begin() + 6, host.begin() + 6 + 4093));
   }
 
   TEST_CASE("causal_attention recorded as a CUDA graph replays bit for bit like eager") {

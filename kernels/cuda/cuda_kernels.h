@@ -10,7 +10,8 @@ namespace dflash::kernels::cuda {
 // primitives.cu
 void fill(void* p, bool bf16, int64_t n, float value, void* stream);
 void accumulate(void* dst, bool dst_bf16, const void* src, bool src_bf16, int64_t n, void* stream);  // dst += src
-void copy(void* dst, const void* src, size_t bytes, void* stream);
+void copy(void* dst, const void* src, size_t bytes, void* stream);            // any memory: cudaMemcpyAsync
+void copy_on_device(void* dst, const void* src, size_t bytes, void* stream);  // both on the GPU: a kernel
 
 // gemm.cu: C[M,N] = alpha op(A) op(B) + beta C through cuBLAS, row-major, fp32 accumulation.
 // A and B share a dtype (bf16 or f32); C is bf16 or f32.

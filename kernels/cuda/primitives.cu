@@ -34,6 +34,18 @@ __global__ void __launch_bounds__(kThreads) accumulate_kernel(D* dst, const S* s
   for (int64_t i = packs * kPack + first; i < n; i += stride) dst[i] = from_float<D>(__fadd_rn(to_float(dst[i]), to_float(src[i])));
 }
 
+// dst (bytes) = src (bytes), device to device: uint4 packs [0, packs), then the bytes after them.
+// A kernel rather than a copy node, so that compute-sanitizer's initcheck checks the source when
+// the copy runs: a graph's memcpy node is checked at cudaGraphLaunch, before the kernel nodes
+// that write its source have run.
+__global__ void __launch_bounds__(kThreads) copy_kernel(unsigned char* dst, const unsigned char* src, int64_t bytes,
+                                                        int64_t packs) {
+  const int64_t stride = int64_t(gridDim.x) * kThreads, first = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  for (int64_t k = first; k < packs; k += stride)
+    reinterpret_cast<uint4*>(dst)[k] = reinterpret_cast<const uint4*>(src)[k];
+  for (int64_t i = packs * 16 + first; i < bytes; i += stride) dst[i] = src[i];
+}
+
 // Whole packs when every pointer allows 16-byte accesses, else none (all elements one by one).
 int64_t packs_of(int64_t n, bool aligned) { return aligned ? n / kPack : 0; }
 int64_t work_items(int64_t n, int64_t packs) { return packs > 0 ? packs : n; }
@@ -62,6 +74,14 @@ void accumulate(void* dst, bool dst_bf16, const void* src, bool src_bf16, int64_
     });
   });
   check_launch("accumulate");
+}
+
+void copy_on_device(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0 || dst == src) return;
+  const int64_t n = int64_t(bytes), packs = aligned16(dst) && aligned16(src) ? n / 16 : 0;
+  copy_kernel<<<grid_for<copy_kernel>(work_items(n, packs), kThreads), kThreads, 0, as_stream(stream)>>>(
+      static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), n, packs);
+  check_launch("copy");
 }
 
 void copy(void* dst, const void* src, size_t bytes, void* stream) {

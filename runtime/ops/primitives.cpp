@@ -63,7 +63,10 @@ void copy_(const Tensor& dst, const Tensor& src) {
     return;
   }
 #ifdef DFLASH_CUDA
-  if (void* st = ctx().cuda_stream_for_launch()) kernels::cuda::copy(d, s, n, st);
+  if (void* st = ctx().cuda_stream_for_launch()) {
+    if (dst.device().is_cuda() && src.device().is_cuda()) kernels::cuda::copy_on_device(d, s, n, st);
+    else kernels::cuda::copy(d, s, n, st);
+  }
 #endif
 }
 
