@@ -145,9 +145,11 @@ struct DrafterBench {
     opt.total_steps = 1000;
     opt.warmup_steps = 40;
     optimizer = std::make_unique<AdamWOptimizer>(drafter->params(), opt);
+    optimizer->set_zero_grads(false);  // one micro-batch per step: each backward writes them fresh
     update = std::make_unique<UpdateStep>(*optimizer, drafter->params(), nullptr, 0, 1);
     for (const Bucket& b : buckets) {
       steps.push_back(std::make_unique<BucketStep>(*drafter, target.get(), b, chunk_rows, true));
+      steps.back()->set_fresh_grads(true);
       if (!target)
         fill_random(steps.back()->hidden().reshape({b.batch * b.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
     }

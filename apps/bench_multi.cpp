@@ -59,6 +59,7 @@ struct Rank {
     opt.total_steps = 1000;
     opt.warmup_steps = 40;
     optimizer = std::make_unique<AdamWOptimizer>(drafter->params(), opt);
+    optimizer->set_zero_grads(false);  // one micro-batch per step: each backward writes them fresh
     UpdateOptions u;
     u.comm = comm;
     u.rank = rank;
@@ -71,6 +72,7 @@ struct Rank {
     }
     update = std::make_unique<UpdateStep>(*optimizer, drafter->params(), u);
     step = std::make_unique<BucketStep>(*drafter, nullptr, o.bucket, 1024, true);
+    step->set_fresh_grads(true);
     fill_random(step->hidden().reshape({o.bucket.batch * o.bucket.seq, spec.num_features() * spec.hidden_size}), 4, 1.0f);
     HostBatch host;
     host.resize(o.bucket, 0, false);

@@ -20,6 +20,7 @@ Tensor NodeGrads::in(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   if (t.is_leaf()) {
     DF_CHECK(t.grad().defined(), "leaf " << t.describe() << " requires grad but has no gradient buffer");
+    if (FreshLeafGrads* f = Context::current().fresh_leaf_grads(); f && f->first_touch(t)) ops::fill_(t.grad(), 0.0f);
     return t.grad();
   }
   auto it = grads_.find(t.id());
@@ -31,7 +32,12 @@ Tensor NodeGrads::in(const Tensor& t) {
 
 std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {Tensor(), false};
-  if (t.is_leaf() || grads_.count(t.id())) return {in(t), false};
+  if (t.is_leaf()) {
+    FreshLeafGrads* f = Context::current().fresh_leaf_grads();
+    if (f && t.grad().defined() && f->first_touch(t)) return {t.grad(), true};
+    return {in(t), false};
+  }
+  if (grads_.count(t.id())) return {in(t), false};
   Tensor g = Tensor::empty(t.shape(), grad_dtype(t));
   grads_.emplace(t.id(), g);
   return {g, true};
@@ -39,7 +45,8 @@ std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t) {
 
 std::pair<Tensor, bool> NodeGrads::in_overwritable(const Tensor& t, const Tensor& donor) {
   if (!t.defined() || !t.requires_grad()) return {Tensor(), false};
-  if (t.is_leaf() || grads_.count(t.id())) return {in(t), false};
+  if (t.is_leaf()) return in_overwritable(t);
+  if (grads_.count(t.id())) return {in(t), false};
   const bool dead = donor.defined() && donor.impl_ptr().use_count() == 1 && donor.impl().storage.use_count() == 1 &&
                     donor.impl().storage->data != nullptr && donor.shape() == t.shape() &&
                     donor.dtype() == grad_dtype(t);
@@ -149,6 +156,31 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     nodes.pop_back();  // frees what the node saved for backward
   }
   tape.clear();
+}
+
+FreshLeafGrads::FreshLeafGrads(std::vector<Tensor> leaves) : leaves_(std::move(leaves)) {
+  Context& c = Context::current();
+  DF_CHECK(!c.fresh_leaf_grads(), "FreshLeafGrads scopes do not nest: one step's gradients are fresh once");
+  for (const Tensor& l : leaves_) {
+    DF_CHECK(l.is_leaf() && l.grad().defined(), "FreshLeafGrads: " << l.describe() << " is not a leaf with a gradient buffer");
+    ids_.insert(l.id());
+  }
+  c.swap_fresh_leaf_grads(this);
+}
+
+FreshLeafGrads::~FreshLeafGrads() {
+  Context& c = Context::current();
+  if (c.fresh_leaf_grads() == this) c.swap_fresh_leaf_grads(nullptr);
+}
+
+bool FreshLeafGrads::first_touch(const Tensor& leaf) {
+  return ids_.count(leaf.id()) != 0 && touched_.insert(leaf.id()).second;
+}
+
+void FreshLeafGrads::finish() {
+  Context::current().swap_fresh_leaf_grads(nullptr);
+  for (const Tensor& l : leaves_)
+    if (touched_.insert(l.id()).second) ops::fill_(l.grad(), 0.0f);
 }
 
 NoGrad::NoGrad() : previous_(Context::current().grad_enabled()) { Context::current().set_grad_enabled(false); }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <initializer_list>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -89,6 +90,27 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
 // The tape runs in reverse, so the hook runs once every node recorded after this one has run
 // (e.g. the backward of the layer that reads the result). Records nothing when t needs no grad.
 Tensor grad_hook(const Tensor& t, std::function<void()> hook);
+
+// Within this scope the given leaves' gradient buffers hold nothing to keep (the optimizer left
+// last step's values there): the first gradient that reaches a leaf overwrites its buffer (a GEMM
+// with beta 0; an op that can only add zero-fills it first), later ones accumulate. finish()
+// zero-fills the leaves no gradient reached, so that afterwards every leaf holds exactly the
+// gradients of this scope, as if its buffer had been zeroed before. Saves the optimizer's zero
+// pass over all gradients and the GEMMs' read of them. Scopes do not nest.
+class FreshLeafGrads {
+ public:
+  explicit FreshLeafGrads(std::vector<Tensor> leaves);
+  ~FreshLeafGrads();
+  FreshLeafGrads(const FreshLeafGrads&) = delete;
+  FreshLeafGrads& operator=(const FreshLeafGrads&) = delete;
+  // True the first time it is asked about `leaf` (one of the scope's leaves), false afterwards.
+  bool first_touch(const Tensor& leaf);
+  void finish();
+
+ private:
+  std::vector<Tensor> leaves_;
+  std::unordered_set<uint64_t> ids_, touched_;
+};
 
 // Within this scope nothing is recorded on the tape.
 class NoGrad {

@@ -16,6 +16,7 @@
 namespace dflash {
 
 class Tape;
+class FreshLeafGrads;
 
 // eager: kernel calls run now and temporaries come from the heap.
 // plan: kernel calls are dropped and temporaries are only placed, to find a program's peak.
@@ -111,6 +112,13 @@ class Context {
   }
   bool grad_enabled() const { return grad_enabled_; }
   void set_grad_enabled(bool on) { grad_enabled_ = on; }
+  // The FreshLeafGrads scope in force (runtime/autograd.h), or null: leaves' gradients accumulate.
+  FreshLeafGrads* fresh_leaf_grads() const { return fresh_leaf_grads_; }
+  FreshLeafGrads* swap_fresh_leaf_grads(FreshLeafGrads* f) {
+    FreshLeafGrads* old = fresh_leaf_grads_;
+    fresh_leaf_grads_ = f;
+    return old;
+  }
 
   // The op being run, for error messages.
   const char* op() const { return op_ ? op_ : "(no op)"; }
@@ -151,6 +159,7 @@ class Context {
   std::unique_ptr<Tape> own_tape_;
   Tape* tape_ = nullptr;
   bool grad_enabled_ = true;
+  FreshLeafGrads* fresh_leaf_grads_ = nullptr;
   const char* op_ = nullptr;
 
   ProfileLog* profile_ = nullptr;

@@ -145,7 +145,7 @@ void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
     x.launch([=] { kernels::cpu::clip_by_norm(g, n, norm, c.max_grad_norm); });
     x.launch([=] { kernels::cpu::lr_schedule(step, sched, lr); });
     x.launch([=] { kernels::cpu::adamw(p, g, m, v, n, step, lr, h); });
-    x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });  // the next step's grads start at 0
+    if (zero_grads_) x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });  // micro-batches add to 0
     x.launch([=] { kernels::cpu::increment_step(step); });
     x.launch([=] { kernels::cpu::copy_bytes(stats, norm, sizeof(float)); });
     x.launch([=] { kernels::cpu::copy_bytes(stats + 1, lr, sizeof(float)); });
@@ -156,7 +156,7 @@ void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
     void* bf = params_.flat_compute().raw();
     kernels::cuda::OptimizerArgs a{p, g, m, v, bf, n, step, lr, norm, f32(partials_), stats, grad_scale, c.max_grad_norm,
                                    c.lr, c.lr * c.min_lr_ratio, c.warmup_steps, c.total_steps,
-                                   c.beta1, c.beta2, c.eps, c.weight_decay};
+                                   c.beta1, c.beta2, c.eps, c.weight_decay, zero_grads_};
     kernels::cuda::optimizer_update(a, s);
   }
 #endif

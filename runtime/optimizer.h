@@ -45,6 +45,7 @@ class ParameterStore {
   bool has(const std::string& name) const { return index_.count(name) != 0; }
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
+  const std::vector<Tensor>& leaves() const { return leaves_; }  // in the order of specs()
   const Tensor& flat_master() const { return master_; }
   const Tensor& flat_grads() const { return grads_; }
   const Tensor& flat_compute() const { return compute_; }
@@ -85,7 +86,8 @@ class AdamWOptimizer {
   AdamWOptimizer(ParameterStore& params, const OptimizerConfig& config);
 
   // Kernel calls of one update: grads *= grad_scale; norm; clip; lr from the step counter;
-  // AdamW; zero grads; step + 1. Writes {grad norm before clipping, lr used} to stats_out f32[2].
+  // AdamW; zero grads (unless set_zero_grads(false)); step + 1. Writes {grad norm before
+  // clipping, lr used} to stats_out f32[2].
   void update(float grad_scale, const Tensor& stats_out);
 
   // The same step for world > 1 ranks (runtime/optimizer_distributed.cpp): the gradients are
@@ -100,10 +102,16 @@ class AdamWOptimizer {
   const Tensor& adam_m() const { return m_; }
   const Tensor& adam_v() const { return v_; }
   const OptimizerConfig& config() const { return config_; }
+  // false: the update leaves the gradients as they are, because the next step's first backward
+  // overwrites them (FreshLeafGrads, runtime/autograd.h); saves a write of every gradient.
+  // Set before recording the update.
+  void set_zero_grads(bool on) { zero_grads_ = on; }
+  bool zero_grads() const { return zero_grads_; }
 
  private:
   ParameterStore& params_;
   OptimizerConfig config_;
+  bool zero_grads_ = true;
   Tensor m_, v_, step_, lr_, norm_, partials_;
   Tensor slice_sums_;  // f64 [world]: per-slice sums of squared gradients (update_distributed)
 };

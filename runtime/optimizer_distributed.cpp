@@ -78,7 +78,7 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
       x.launch([=] { kernels::cpu::copy_bytes(compute + at, p, size_t(len) * sizeof(float)); });
       all_gather_(comm, params_.flat_compute(), rank);
     }
-    x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });
+    if (zero_grads_) x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });
     x.launch([=] { kernels::cpu::increment_step(step); });
     x.launch([=] { kernels::cpu::copy_bytes(stats, norm, sizeof(float)); });
     x.launch([=] { kernels::cpu::copy_bytes(stats + 1, lr, sizeof(float)); });
@@ -103,7 +103,7 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
   }
   if (sharded) all_gather_(comm, params_.flat_compute(), rank);
   if (void* st = x.cuda_stream_for_launch()) {
-    cuda_backend::memset_async(g, 0, size_t(n) * sizeof(float), st);
+    if (zero_grads_) cuda_backend::memset_async(g, 0, size_t(n) * sizeof(float), st);
     kernels::cuda::finish_update(step, norm, lr, stats, st);
   }
 #endif

@@ -93,7 +93,7 @@ mutant "Adam bias correction one step late" "-ts=optimizer" \
   'float bc1 = float(1.0 - std::pow(double(h.beta1), t));' \
   'float bc1 = float(1.0 - std::pow(double(h.beta1), t + 1.0));'
 mutant "gradients not zeroed after the update" "-ts=trainer-reference" \
-  'x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });  // the next step'"'"'s grads start at 0' \
+  'if (zero_grads_) x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });  // micro-batches add to 0' \
   '(void)0;'
 mutant "cosine reaches min_lr one step after the last" "-ts=trainer-reference,config-effects" \
   'int64_t span = s.total_steps - 1 - s.warmup_steps;' \
@@ -163,6 +163,18 @@ mutant "a recording given its plan's placement still uses the online offsets" "-
 mutant "the outputs of skipped ops take arena memory" "-tc=*SkipLaunches*scope*" \
   'const bool unread = skip_launches_ > 0;' \
   'const bool unread = false;'
+mutant "a fresh leaf gradient is overwritten by every use, not only the first" "-tc=*FreshLeafGrads*" \
+  'return ids_.count(leaf.id()) != 0 && touched_.insert(leaf.id()).second;' \
+  'return ids_.count(leaf.id()) != 0 && (touched_.insert(leaf.id()), true);'
+mutant "an op that only adds keeps a fresh leaf's stale gradient" "-tc=*FreshLeafGrads*" \
+  'f && f->first_touch(t)) ops::fill_(t.grad(), 0.0f);' \
+  'f && f->first_touch(t)) (void)0;'
+mutant "leaves no backward reached keep last step's gradients" "-tc=*FreshLeafGrads*" \
+  'if (touched_.insert(l.id()).second) ops::fill_(l.grad(), 0.0f);' \
+  'if (touched_.insert(l.id()).second) (void)l;'
+mutant "the trainer's update leaves gradients unzeroed with several micro-batches" "-ts=trainer-reference" \
+  'const bool fresh_grads = o.train && o.grad_accum == 1;' \
+  'const bool fresh_grads = o.train;'
 
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \

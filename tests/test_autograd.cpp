@@ -1,5 +1,5 @@
-// Autograd semantics: reverse order, += accumulation, frozen tensors, no-grad scopes and the
-// backward-twice error; swiglu and linear writing gradients over their dead inputs.
+// Autograd semantics: reverse order, += accumulation (or fresh gradients within FreshLeafGrads),
+// frozen tensors, no-grad scopes and the backward-twice error; swiglu and linear writing gradients over their dead inputs.
 #include "graphs/program.h"
 #include "tests/test_util.h"
 
@@ -91,6 +91,63 @@ TEST_SUITE("autograd") {
     backward(y);
     std::vector<float> av = a.to_floats(), g = a.grad().to_floats();
     for (size_t i = 0; i < av.size(); ++i) CHECK(g[i] == doctest::Approx(2 * av[i] + 1));
+  }
+
+  TEST_CASE("FreshLeafGrads: each leaf's first gradient overwrites stale values, later ones add, unreached leaves are zeroed") {
+    CpuRuntime rt;
+    Tensor w = param({3, 4}, 1), w2 = param({2, 4}, 2), g = param({4}, 3), unused = param({5}, 4);
+    const Tensor x = randn({6, 4}, 5), x2 = randn({3, 4}, 6), a = randn({2, 3, 4}, 7), b = randn({2, 2, 4}, 8),
+                 z = randn({5, 4}, 9);
+    const std::vector<Tensor> leaves = {w, w2, g, unused};
+    auto loss = [&] {
+      // w twice (overwritten, then added); w2 through linear_concat_rows (2 batch rows, 2 GEMMs each);
+      // g through rmsnorm, whose backward only adds (zero-filled first).
+      Tensor l = ops::add(ops::sum(ops::linear(x, w)), ops::sum(ops::linear(x2, w)));
+      l = ops::add(l, ops::sum(ops::linear_concat_rows(a, b, w2)));
+      return ops::add(l, ops::sum(ops::mul(ops::rmsnorm(z, g, 1e-6f), ops::rmsnorm(z, g, 1e-6f))));
+    };
+    // Independent reference in double: d sum(x W^T)/dW[o, i] = sum_r x[r, i] (for every o);
+    // d sum((z_r / rms_r * g)^2)/dg[i] = sum_r 2 g[i] (z[r, i] / rms_r)^2.
+    auto colsum = [](const Tensor& t, int64_t cols) {
+      std::vector<double> s(size_t(cols), 0.0);
+      const std::vector<float> v = t.to_floats();
+      for (size_t k = 0; k < v.size(); ++k) s[k % size_t(cols)] += v[k];
+      return s;
+    };
+    const std::vector<double> sx = colsum(x, 4), sx2 = colsum(x2, 4), sa = colsum(a, 4), sb = colsum(b, 4);
+    const std::vector<float> zv = z.to_floats(), gv = g.to_floats();
+    std::vector<double> dg(4, 0.0);
+    for (int r = 0; r < 5; ++r) {
+      double ms = 0;
+      for (int i = 0; i < 4; ++i) ms += double(zv[size_t(r * 4 + i)]) * zv[size_t(r * 4 + i)] / 4;
+      for (int i = 0; i < 4; ++i) {
+        const double n = zv[size_t(r * 4 + i)] / std::sqrt(ms + 1e-6);
+        dg[size_t(i)] += 2 * double(gv[size_t(i)]) * n * n;
+      }
+    }
+    auto check_grads = [&](float stale) {
+      const std::vector<float> gw = w.grad().to_floats(), gw2 = w2.grad().to_floats(), gg = g.grad().to_floats();
+      for (size_t k = 0; k < gw.size(); ++k) CHECK(gw[k] == doctest::Approx(stale + sx[k % 4] + sx2[k % 4]).epsilon(1e-5));
+      for (size_t k = 0; k < gw2.size(); ++k) CHECK(gw2[k] == doctest::Approx(stale + sa[k % 4] + sb[k % 4]).epsilon(1e-5));
+      for (size_t k = 0; k < gg.size(); ++k) CHECK(gg[k] == doctest::Approx(stale + dg[k]).epsilon(1e-4));
+      for (float u : unused.grad().to_floats()) CHECK(u == stale);
+    };
+    // Stale values: without the scope they are added to; within it they are gone.
+    for (const Tensor& t : leaves) ops::fill_(t.grad(), 7.0f);
+    backward(loss());
+    check_grads(7.0f);
+    for (const Tensor& t : leaves) ops::fill_(t.grad(), 7.0f);
+    {
+      FreshLeafGrads fresh(leaves);
+      CHECK_THROWS_WITH_AS([&] { FreshLeafGrads inner(leaves); }(), doctest::Contains("do not nest"), Error);
+      backward(loss());
+      fresh.finish();
+    }
+    check_grads(0.0f);
+    // The scope has ended: the next backward adds again.
+    backward(loss());
+    const std::vector<float> gw = w.grad().to_floats();
+    for (size_t k = 0; k < gw.size(); ++k) CHECK(gw[k] == doctest::Approx(2 * (sx[k % 4] + sx2[k % 4])).epsilon(1e-5));
   }
 
   TEST_CASE("view gradients flow back to the base") {

@@ -78,7 +78,7 @@ struct GpuResult {
 
 // One kernels::cuda::optimizer_update with every buffer `offset` elements into its allocation.
 GpuResult gpu_update(Context& ctx, const OptState& s, const OptCase& c, const kernels::cpu::AdamW& h, float peak,
-                     float min_lr, int64_t offset) {
+                     float min_lr, int64_t offset, bool zero_grads = true) {
   const int64_t n = int64_t(s.p.size());
   auto f32_buffer = [&](const std::vector<float>& v) {
     std::vector<float> padded(size_t(offset), 0.0f);
@@ -93,7 +93,7 @@ GpuResult gpu_update(Context& ctx, const OptState& s, const OptCase& c, const ke
   kernels::cuda::OptimizerArgs a{at(p), at(g), at(m), at(v), static_cast<uint16_t*>(bf.raw()) + offset, n,
                                  step.data<int32_t>(), lr.data<float>(), norm.data<float>(), partials.data<float>(),
                                  stats.data<float>(), c.grad_scale, c.max_norm, peak, min_lr, c.warmup, c.total,
-                                 h.beta1, h.beta2, h.eps, h.weight_decay};
+                                 h.beta1, h.beta2, h.eps, h.weight_decay, zero_grads};
   kernels::cuda::optimizer_update(a, ctx.cuda_stream());
   ctx.synchronize();
   auto tail = [&](const Tensor& t) {
@@ -175,6 +175,14 @@ TEST_SUITE("gpu-optimizer") {
       bool bf_exact = true;
       for (size_t i = 0; i < gpu.p.size(); ++i) bf_exact = bf_exact && gpu.bf[i] == f32_to_bf16(gpu.p[i]);
       CHECK(bf_exact);
+      // zero_grads = false (the next backward overwrites them): the same update, g left as it was,
+      // on the packed and on the scalar path.
+      if (c.step == 0)
+        for (int64_t offset : {0, 1}) {
+          const GpuResult kept = gpu_update(ctx, start, c, h, peak, min_lr, offset, false);
+          CHECK(bitwise_equal(kept.g, start.g));
+          if (offset == 0) CHECK(bitwise_equal(kept.p, gpu.p));
+        }
       // The scalar path (every pointer one element off 16-byte alignment) computes the same elements.
       if (c.max_norm != 0.5f) {  // (its norm sums in another order; with clipping off or loose the update ignores it)
         const GpuResult scalar = gpu_update(ctx, start, c, h, peak, min_lr, 1);

@@ -104,6 +104,31 @@ TEST_SUITE("optimizer") {
     }
   }
 
+  TEST_CASE("set_zero_grads(false): the same update, and the gradients are left for the next backward to overwrite") {
+    CpuRuntime rt;
+    std::vector<ParamSpec> specs = {{"a", Shape{7, 3}}, {"b", Shape{5}}};
+    ParameterStore zeroing(specs), keeping(specs);
+    OptimizerConfig c;
+    c.max_grad_norm = 0.0f;  // no clip: the CPU update then only scales the gradients in place
+    AdamWOptimizer z(zeroing, c), k(keeping, c);
+    k.set_zero_grads(false);
+    CHECK(z.zero_grads());
+    CHECK_FALSE(k.zero_grads());
+    for (ParameterStore* s : {&zeroing, &keeping})
+      for (const ParamSpec& p : specs) {
+        std::vector<float> v = random_floats(size_t(p.shape.numel()), 11), g = random_floats(v.size(), 12);
+        s->master(p.name).copy_from_host(v.data(), v.size() * 4);
+        s->grad(p.name).copy_from_host(g.data(), g.size() * 4);
+      }
+    const std::vector<float> before = keeping.flat_grads().to_floats();
+    Tensor stats = Tensor::persistent({2}, DType::f32);
+    z.update(1.0f, stats);
+    k.update(1.0f, stats);
+    CHECK(bitwise_equal(zeroing.flat_master().to_floats(), keeping.flat_master().to_floats()));
+    for (float x : zeroing.flat_grads().to_floats()) REQUIRE(x == 0.0f);
+    CHECK(bitwise_equal(keeping.flat_grads().to_floats(), before));  // grad_scale 1: unchanged
+  }
+
   TEST_CASE("one AdamW step reproduces the golden after_adamw values") {
     CpuRuntime rt;
     SafeTensors init(golden_dir() / "drafter_init.safetensors");

@@ -1,6 +1,8 @@
 // BucketStep: static buffers and program bodies of one bucket.
 #include "train/bucket_step.h"
 
+#include <optional>
+
 #include "model/target.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
@@ -54,9 +56,12 @@ void BucketStep::forward_and_report(bool train, Recompute recompute) const {
   DType compute = drafter_.params().flat_compute().dtype();
   Tensor hidden = hidden_.dtype() == compute ? hidden_ : ops::cast(hidden_, compute);
   DrafterInputs in{input_ids_, loss_mask_, anchors_, keep_, hidden};
+  std::optional<FreshLeafGrads> fresh;
+  if (train && fresh_grads_) fresh.emplace(drafter_.params().leaves());
   DrafterOutputs o = drafter_.forward(in, recompute, chunk_rows_);
   o.output = Tensor();  // the final norm's output is not needed by backward: free it first
   if (train) backward(o.loss);
+  if (fresh) fresh->finish();
   ops::copy_(out_.rows(0, 1), o.loss);
   ops::copy_(out_.rows(1, 8), o.sums);
   io_.stage_out();

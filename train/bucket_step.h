@@ -43,8 +43,12 @@ class BucketStep {
 
   void stage(const HostBatch& batch) const;  // host copies into the staging buffers
   void target_body() const;                  // online: ids -> target features (static)
-  void train_body(bool checkpointing) const; // forward, loss, backward (grads +=), results
+  void train_body(bool checkpointing) const; // forward, loss, backward (grads +=, or = when fresh), results
   void train_body_recomputing(Recompute recompute) const;  // the same, checkpointing as `recompute` says
+  // true: the train bodies write the parameters' gradients instead of adding to them (runtime/
+  // autograd.h, FreshLeafGrads): for one micro-batch per step, with an optimizer that leaves its
+  // gradients unzeroed (AdamWOptimizer::set_zero_grads(false)). Set before recording.
+  void set_fresh_grads(bool on) { fresh_grads_ = on; }
   int64_t layers() const;
   double partial_recompute_cost() const;  // Drafter::partial_recompute_cost at this bucket's shapes
   void eval_body() const;                    // (online: target forward, then) drafter forward, results
@@ -63,6 +67,7 @@ class BucketStep {
   bool staged_hidden_;
   Bucket bucket_;
   int64_t chunk_rows_;
+  bool fresh_grads_ = false;
   StaticIO io_, target_io_;
   Tensor input_ids_, loss_mask_, anchors_, keep_, hidden_, out_;
   Tensor target_ids_;

@@ -30,8 +30,13 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
     }
     update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), u);
   }
+  // One micro-batch per step: its backward writes the gradients fresh, so the update need not
+  // zero them. With several, every micro-batch adds to gradients the update zeroed.
+  const bool fresh_grads = o.train && o.grad_accum == 1;
+  if (optimizer_) optimizer_->set_zero_grads(!fresh_grads);
   for (const Bucket& b : o.buckets) {
     steps_.push_back(std::make_unique<BucketStep>(*drafter_, o.online ? target_.get() : nullptr, b, o.chunk_rows));
+    steps_.back()->set_fresh_grads(fresh_grads);
     if (!o.online && o.eval) eval_steps_.push_back(std::make_unique<BucketStep>(*drafter_, target_.get(), b, o.chunk_rows));
   }
 }

@@ -38,7 +38,7 @@ void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float
 // optimizer.cu: one update over flat buffers (see runtime/optimizer.h): norm of g * grad_scale
 // (deterministic two-pass reduction through partials[1024], which then hold the step's AdamW
 // coefficients); clip; lr from step; AdamW on the f32 master with g * grad_scale * clip (the
-// scaled gradient is never written back) writing the bf16 compute copy; zero grads; step + 1;
+// scaled gradient is never written back) writing the bf16 compute copy; zero grads (when asked); step + 1;
 // stats = {norm, lr}. Each step equals grads *= grad_scale followed by the unscaled update.
 struct OptimizerArgs {
   float *p, *g, *m, *v;
@@ -49,6 +49,7 @@ struct OptimizerArgs {
   float grad_scale, max_grad_norm, peak_lr, min_lr;
   int64_t warmup_steps, total_steps;
   float beta1, beta2, eps, weight_decay;
+  bool zero_grads = true;  // false: g is left as it is (the next backward overwrites it)
 };
 void optimizer_update(const OptimizerArgs& a, void* stream);
 void convert_f32_to_bf16(const void* src, void* dst, int64_t n, void* stream);

@@ -1,5 +1,5 @@
 // The optimizer update on the GPU: deterministic global norm of the scaled gradients, clip, lr
-// schedule from the step counter, AdamW on f32 masters with the bf16 compute copy, zero grads,
+// schedule from the step counter, AdamW on f32 masters with the bf16 compute copy, zero grads (when asked),
 // step + 1. Three kernels: a read-only norm pass, a one-thread finish (norm, lr, step
 // coefficients, step + 1, stats) and the AdamW pass (16-byte accesses where aligned).
 //
@@ -119,7 +119,7 @@ struct AdamWElement {
 };
 
 // p, g, m, v (n) f32, bf (n) bf16 or null. float4 packs [0, packs), then the rest one by one.
-// g is zeroed; bf gets p rounded to nearest even.
+// g is zeroed when a.zero_grads; bf gets p rounded to nearest even.
 __global__ void __launch_bounds__(kThreads) adamw_kernel(OptimizerArgs a, int64_t packs) {
   const float* coef = a.partials;
   const AdamWElement f{a.grad_scale,   coef[kClip],  a.beta1,         __fsub_rn(1.0f, a.beta1),
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(OptimizerArgs a, int64_
     reinterpret_cast<float4*>(a.m)[k] = m;
     reinterpret_cast<float4*>(a.v)[k] = v;
     reinterpret_cast<float4*>(a.p)[k] = p;
-    reinterpret_cast<float4*>(a.g)[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (a.zero_grads) reinterpret_cast<float4*>(a.g)[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (bf) reinterpret_cast<uint2*>(bf)[k] = make_uint2(pack_bf16x2(p.x, p.y), pack_bf16x2(p.z, p.w));
   }
   for (int64_t i = packs * 4 + first; i < a.n; i += stride) {
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) adamw_kernel(OptimizerArgs a, int64_
     a.m[i] = m;
     a.v[i] = v;
     a.p[i] = p;
-    a.g[i] = 0.0f;
+    if (a.zero_grads) a.g[i] = 0.0f;
     if (bf) bf[i] = __float2bfloat16(p);
   }
 }

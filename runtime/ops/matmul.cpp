@@ -1,4 +1,4 @@
-// matmul and linear: forward GEMM and the two backward GEMMs (dA, dB), accumulating.
+// matmul and linear: forward GEMM and the two backward GEMMs (dA, dB), accumulating unless fresh.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
 #ifdef DFLASH_CUDA
@@ -50,9 +50,11 @@ Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bo
       // dB first: it is a's last reader here, so a fresh dA (written with beta 0, no zero fill)
       // may then take a's own buffer when nothing else holds a, e.g. the down projection's T x I
       // input, one buffer less at the peak of a drafter layer's backward.
-      if (Tensor db = g.in(b); db.defined()) {
-        if (!tb) gemm(K, N, M, a, !ta, dc, false, db, 1.0f);   // dB = op(A)^T dC
-        else gemm(N, K, M, dc, true, a, ta, db, 1.0f);          // dB = dC^T op(A)
+      // A fresh dB (a weight's first gradient under FreshLeafGrads) is written with beta 0.
+      if (auto [db, db_fresh] = g.in_overwritable(b); db.defined()) {
+        const float beta = db_fresh ? 0.0f : 1.0f;
+        if (!tb) gemm(K, N, M, a, !ta, dc, false, db, beta);   // dB = op(A)^T dC
+        else gemm(N, K, M, dc, true, a, ta, db, beta);          // dB = dC^T op(A)
       }
       if (auto [da, fresh] = g.in_overwritable(a, a); da.defined()) {
         const float beta = fresh ? 0.0f : 1.0f;
@@ -132,17 +134,17 @@ Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight
       if (!dy.defined()) return;
       auto [da, da_fresh] = g.in_overwritable(a);
       auto [db, db_fresh] = g.in_overwritable(b);
-      Tensor dw = g.in(weight);
+      auto [dw, dw_fresh] = g.in_overwritable(weight);
       for (int64_t r = 0; r < B; ++r) {
         const int64_t ya = r * (Sa + Sb) * out, yb = (r * (Sa + Sb) + Sa) * out;
         // dA = dY_a W, dB = dY_b W (each batch row's rows written once: fresh buffers take beta 0),
-        // dW += dY_a^T A + dY_b^T B.
+        // dW (+)= dY_a^T A + dY_b^T B (beta 0 for the first when dW is fresh).
         if (da.defined())
           gemm_at(Sa, in, out, dy, ya, out, false, weight, 0, in, false, da, r * Sa * in, in, da_fresh ? 0.0f : 1.0f);
         if (db.defined())
           gemm_at(Sb, in, out, dy, yb, out, false, weight, 0, in, false, db, r * Sb * in, in, db_fresh ? 0.0f : 1.0f);
         if (dw.defined()) {
-          gemm_at(out, in, Sa, dy, ya, out, true, a, r * Sa * in, in, false, dw, 0, in, 1.0f);
+          gemm_at(out, in, Sa, dy, ya, out, true, a, r * Sa * in, in, false, dw, 0, in, r == 0 && dw_fresh ? 0.0f : 1.0f);
           gemm_at(out, in, Sb, dy, yb, out, true, b, r * Sb * in, in, false, dw, 0, in, 1.0f);
         }
       }
