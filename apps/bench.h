@@ -59,6 +59,13 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
                        const BenchMemory& ck, bool online);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           const BenchMemory& ck);
+// dflash-bench gemms (apps/bench_gemms.cpp): each distinct GEMM of a recorded program (from its
+// profile log) timed with cuBLAS's own algorithm and with cuBLASLt's first `candidates`.
+std::vector<std::pair<GemmShape, int64_t>> gemm_shapes_of(const ProfileLog& log, const std::string& program);
+int time_gemm_shapes(Context& ctx, const std::vector<std::pair<GemmShape, int64_t>>& shapes, int reps, int candidates,
+                     const std::string& title);
+int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buckets, int reps, bool cuda,
+                        const BenchMemory& ck);
 struct AttentionBenchShape {
   int64_t batch, seq, anchors, heads, kv_heads, head_dim;
 };

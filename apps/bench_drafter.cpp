@@ -284,6 +284,27 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
   return 0;
 }
 
+int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buckets, int reps, bool cuda,
+                        const BenchMemory& ck) {
+  DrafterBench bench(model, buckets, cuda, false, ck.chunk_rows);
+  ProfileLog log;
+  bench.ctx.attach_profile(&log);
+  bench.build(ck);
+  bench.ctx.attach_profile(nullptr);
+  int rc = 0;
+  for (auto& s : bench.steps) {
+    const Bucket& b = s->bucket();
+    const std::string name = DrafterBench::train_name(b);
+    const ProgramReport& rep = report_of(*bench.engine, name);
+    char title[256];
+    std::snprintf(title, sizeof title, "gemms: %s %lld:%lld on %s, checkpointing %s: recompute %s; %d launches each",
+                  model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(), ck.str().c_str(),
+                  recompute_label(rep).c_str(), reps);
+    rc |= time_gemm_shapes(bench.ctx, gemm_shapes_of(log, name), reps, 16, title);
+  }
+  return rc;
+}
+
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
                           const BenchMemory& ck) {
   const bool checkpointing = ck.on;

@@ -3,7 +3,8 @@
 // lock); `toy` times replay of the toy model's step on one device (CUDA when available); `step`
 // times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp);
 // `attention` times the DFlash attention kernels, version 1 against version 2 (apps/bench_attention.cpp);
-// `multi` times the step on several GPUs through NCCL (apps/bench_multi.cpp).
+// `multi` times the step on several GPUs through NCCL (apps/bench_multi.cpp); `gemms` times each GEMM
+// shape of a step with cuBLAS's algorithm and cuBLASLt's candidates (apps/bench_gemms.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -224,6 +225,10 @@ int main(int argc, char** argv) {
       if (contexts.empty()) contexts = {1024, 4096};
       return bench_spec(model, contexts, steps, cuda);
     }
+    if (cmd == "gemms") {
+      if (buckets.empty()) buckets = {{4096, 512, 1}};
+      return bench_drafter_gemms(model, buckets, reps, cuda, ck);
+    }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
       return bench_drafter_profile(model, buckets, replays, cuda, ck);
@@ -241,6 +246,8 @@ int main(int argc, char** argv) {
                  "                         [--no-checkpointing] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
                  "                         per-op time table of that step (CUPTI on the GPU)\n"
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
+                 "       dflash-bench gemms --cuda --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--reps=20]\n"
+                 "                         each GEMM shape of that step: cuBLAS's algorithm against cuBLASLt's candidates\n"
                  "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"
                  "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"
                  "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n"

@@ -95,6 +95,7 @@ void note_gemm_cost(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool c_bf
   if (!Context::current_or_null() || !Context::current().profile_log()) return;
   CallCost c;
   c.flop = 2.0 * double(M) * double(N) * double(K);
+  c.gemm = GemmShape{M, N, K, ta, tb, c_bf16};
   std::ostringstream os;
   os << "gemm M=" << M << " N=" << N << " K=" << K << " " << (ta ? 'T' : 'N') << (tb ? 'T' : 'N')
      << (c_bf16 ? " ->bf16" : " ->f32");

@@ -12,11 +12,19 @@ namespace dflash {
 // The work of one kernel call as ../shared/BENCH.md counts it. flop_per_pair is for attention,
 // whose work depends on the anchors: FLOP per visible (query, key) pair, multiplied out when
 // the table is made (ProfileTableInput::visible_pairs).
+// A GEMM call's dimensions: C[M,N] = op(A) op(B), contiguous operands (what the shape text says).
+struct GemmShape {
+  int64_t M = 0, N = 0, K = 0;
+  bool ta = false, tb = false, c_bf16 = false;
+  bool operator==(const GemmShape&) const = default;
+};
+
 struct CallCost {
   double flop = 0;
   double bytes = 0;
   double flop_per_pair = 0;
   std::string shape;  // e.g. "M=8192 N=4096 K=4096 NT" for a GEMM; empty for other ops
+  GemmShape gemm;     // a GEMM's dimensions (M = 0 for other ops)
 };
 
 struct ProfiledCall {

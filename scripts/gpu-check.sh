@@ -6,7 +6,8 @@
 # synccheck, initcheck, initcheck-graph (the one case initcheck still flags, alone), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
-# target's forward), profile-4096 (qwen3-8b 4096:512 alone), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
+# target's forward), profile-4096 (qwen3-8b 4096:512 alone), gemms (each GEMM shape of
+# that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # recompute (qwen3-8b 4096:512 under forced recompute choices and arena budgets), bench-4096
 # (4096:512 with the arena that keeps the peak within 22.7 GiB, then the default),
 # anchors-small, anchors-qwen3-8b, anchors-4096 (qwen3-8b 4096:512 alone), anchors-short (its
@@ -77,6 +78,7 @@ for s in "${steps[@]}"; do
     recompute) step recompute timeout 590 bash -c "rc=0; for a in '--recompute=5' '--recompute=4+1' '--recompute=3+2' \
       '--recompute=4' '--arena-gb=2.45' '--arena-gb=2.45 --chunk-rows=512'; do ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
+    gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
     bench-4096) step bench-4096 timeout 300 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 \
       --steps=20 --arena-gb=2.49 && ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20" ;;

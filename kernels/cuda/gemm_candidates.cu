@@ -1,0 +1,136 @@
+// cuBLASLt's candidate algorithms for one GEMM timed against cublasGemmEx's own choice (see
+// gemm_candidates.h). The row-major mapping is gemm.cu's: C^T [N,M] = op(B)^T [N,K] op(A)^T [K,M].
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm_candidates.h"
+
+namespace dflash::kernels::cuda {
+
+namespace {
+void lt_check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("gemm candidates: ") + what + " failed with cuBLAS status " +
+                             std::to_string(int(st)));
+}
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("gemm candidates: ") + what + ": " + cudaGetErrorString(e));
+}
+
+template <class T>
+__global__ void fill_hashed_kernel(T* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed * 2246822519u ^ uint32_t(i >> 32);
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = from_float<T>(float(h & 0xFFFFFF) / float(0x800000) - 1.0f);
+  }
+}
+
+int config_of(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  return v;
+}
+
+// Mean ms of `reps` calls of launch() on the stream, after one untimed call.
+double mean_ms(cudaStream_t s, int reps, const std::function<void()>& launch) {
+  launch();
+  cudaEvent_t a, b;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  cuda_check(cudaEventRecord(a, s), "cudaEventRecord");
+  for (int i = 0; i < reps; ++i) launch();
+  cuda_check(cudaEventRecord(b, s), "cudaEventRecord");
+  cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0;
+  cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return double(ms) / reps;
+}
+}  // namespace
+
+void fill_hashed(void* p, bool bf16, int64_t n, uint32_t seed, void* stream) {
+  if (n == 0) return;
+  const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 4096));
+  if (bf16) fill_hashed_kernel<<<blocks, 256, 0, as_stream(stream)>>>(static_cast<bf16_t*>(p), n, seed);
+  else fill_hashed_kernel<<<blocks, 256, 0, as_stream(stream)>>>(static_cast<float*>(p), n, seed);
+  check_launch("fill_hashed");
+}
+
+GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void* workspace, size_t workspace_bytes,
+                                    void* stream, int max_candidates, int reps) {
+  cudaStream_t s = as_stream(stream);
+  GemmCandidates out;
+  out.default_ms = mean_ms(s, reps, [&] { gemm(g, cublas_handle, stream); });
+
+  cublasLtHandle_t lt = nullptr;
+  lt_check(cublasLtCreate(&lt), "cublasLtCreate");
+  const cudaDataType_t ab = g.ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, c = g.c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute = g.ab_bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+  cublasLtMatmulDesc_t op = nullptr;
+  lt_check(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "TRANSA");
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "TRANSB");
+  // Stored (column-major) shapes: B is N x K (K x N when transposed), A is K x M (M x K), C is N x M.
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, cl = nullptr;
+  lt_check(cublasLtMatrixLayoutCreate(&first, ab, uint64_t(g.trans_b ? g.K : g.N), uint64_t(g.trans_b ? g.N : g.K), g.ldb),
+           "layout of B");
+  lt_check(cublasLtMatrixLayoutCreate(&second, ab, uint64_t(g.trans_a ? g.M : g.K), uint64_t(g.trans_a ? g.K : g.M), g.lda),
+           "layout of A");
+  lt_check(cublasLtMatrixLayoutCreate(&cl, c, uint64_t(g.N), uint64_t(g.M), g.ldc), "layout of C");
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = workspace_bytes;
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+           "MAX_WORKSPACE_BYTES");
+  // Split-K reductions in a workspace buffer run in a fixed order; the in-place one is excluded.
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                sizeof reductions),
+           "REDUCTION_SCHEME_MASK");
+  std::vector<cublasLtMatmulHeuristicResult_t> found(size_t(std::max(1, max_candidates)));
+  int returned = 0;
+  lt_check(cublasLtMatmulAlgoGetHeuristic(lt, op, first, second, cl, cl, pref, int(found.size()), found.data(), &returned),
+           "cublasLtMatmulAlgoGetHeuristic");
+  const float alpha = g.alpha, beta = g.beta;
+  for (int i = 0; i < returned; ++i) {
+    const cublasLtMatmulHeuristicResult_t& r = found[size_t(i)];
+    if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > workspace_bytes) continue;
+    GemmCandidate cand;
+    char text[200];
+    std::snprintf(text, sizeof text, "algo %d tile %d stages %d splitk %d reduction %d swizzle %d custom %d cluster %d waves %.2f",
+                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_ID), config_of(r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), config_of(r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), config_of(r.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), double(r.wavesCount));
+    cand.config = text;
+    cand.workspace = r.workspaceSize;
+    cand.ms = mean_ms(s, reps, [&] {
+      lt_check(cublasLtMatmul(lt, op, &alpha, g.B, first, g.A, second, &beta, g.C, cl, g.C, cl, &r.algo, workspace,
+                              workspace_bytes, s),
+               "cublasLtMatmul");
+    });
+    out.candidates.push_back(cand);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(cl);
+  cublasLtMatrixLayoutDestroy(second);
+  cublasLtMatrixLayoutDestroy(first);
+  cublasLtMatmulDescDestroy(op);
+  cublasLtDestroy(lt);
+  return out;
+}
+
+}  // namespace dflash::kernels::cuda
