@@ -3,7 +3,7 @@
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
-# synccheck, initcheck, initcheck-graph (the one case initcheck still flags, alone), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
+# synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
 # target's forward), profile-4096 (qwen3-8b 4096:512 alone), gemms (each GEMM shape of
