@@ -10,7 +10,8 @@
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # recompute (qwen3-8b 4096:512 under forced recompute choices and arena budgets), bench-4096
 # (4096:512 with the arena that keeps the peak within 22.7 GiB, then the default),
-# anchors-small, anchors-qwen3-8b, anchors-4096 (qwen3-8b 4096:512 alone), anchors-short (its
+# anchors-decode (HF transformers' decode step of the target, eager then compiled: issue 10's
+# anchor for bench-spec, from scripts/anchors), anchors-small, anchors-qwen3-8b, anchors-4096 (qwen3-8b 4096:512 alone), anchors-short (its
 # 1024:128 and 2048:256), anchors-long (the PyTorch
 # anchors of ../shared/BENCH.md, from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
@@ -94,6 +95,8 @@ for s in "${steps[@]}"; do
       --modes compiled --buckets 4096:512 ;;
     anchors-short) step anchors-short timeout 400 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py \
       --modes compiled --buckets 1024:128,2048:256 ;;
+    anchors-decode) step anchors-decode timeout 400 bash -c "PYTHONUNBUFFERED=1 python3 scripts/anchors/ref_decode.py \
+      1024,4096 && PYTHONUNBUFFERED=1 python3 scripts/anchors/ref_decode.py 1024,4096 --compile" ;;
     anchors-long) step anchors-long timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes flex \
       --buckets 8192:512,16384:512,32768:512,65536:512 ;;
     tiny-job) step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu \
