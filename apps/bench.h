@@ -53,6 +53,7 @@ struct BenchMemory {
   double arena_gb = 0;
   std::optional<Recompute> recompute;
   int64_t chunk_rows = 1024;
+  bool gemm_tuning = false;  // --gemm-tuning: time cuBLASLt's candidates per GEMM shape at startup
   std::string str() const;  // "off", "on, 4+1p forced", "on, fitted to ..."
 };
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,

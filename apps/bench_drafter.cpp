@@ -159,6 +159,7 @@ struct DrafterBench {
   void build(const BenchMemory& ck) {
     auto t0 = Clock::now();
     engine = std::make_unique<Engine>(ctx);
+    ctx.set_gemm_tuning(ck.gemm_tuning);
     engine->set_arena_budget(size_t(ck.arena_gb * double(1ull << 30)));
     engine->force_recompute(ck.recompute);
     for (auto& s : steps) {
@@ -220,7 +221,8 @@ std::string BenchMemory::str() const {
     std::snprintf(s, sizeof s, "on, fitted to an arena of up to %.3g GiB", arena_gb);
   else
     std::snprintf(s, sizeof s, "on, fitted to the smallest arena");
-  return std::string(s) + (chunk_rows != 1024 ? ", lm_head chunks of " + std::to_string(chunk_rows) + " rows" : "");
+  return std::string(s) + (chunk_rows != 1024 ? ", lm_head chunks of " + std::to_string(chunk_rows) + " rows" : "") +
+         (gemm_tuning ? ", GEMMs tuned" : "");
 }
 
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
@@ -234,6 +236,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
   std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), bench.dev.str().c_str(), bench.load_s,
               format_startup_table(report).c_str());
   const size_t peak = ctx.persistent_bytes() + bench.engine->arena_bytes();
+  if (!bench.engine->gemm_tuning_summary().empty()) std::printf("%s\n", bench.engine->gemm_tuning_summary().c_str());
   for (const ProgramReport& p : bench.engine->report())
     if (!p.peak_at.empty())
       std::printf("%s: arena %.3f GiB, peak at %s; at most %.3f GiB live at once\n", p.name.c_str(),

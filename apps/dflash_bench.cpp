@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
       if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
       else if (a.rfind("--replays=", 0) == 0) replays = std::stoi(a.substr(10));
       else if (a == "--cuda") cuda = true;
+      else if (a == "--gemm-tuning") ck.gemm_tuning = true;
       else if (a == "--no-checkpointing") checkpointing = false;
       else if (a.rfind("--arena-gb=", 0) == 0) ck.arena_gb = std::stod(a.substr(11));
       else if (a.rfind("--chunk-rows=", 0) == 0) ck.chunk_rows = std::stoll(a.substr(13));
@@ -238,6 +239,7 @@ int main(int argc, char** argv) {
                  "       dflash-bench toy [--cuda] [--steps=N] toy model step replay time\n"
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
                  "                         [--no-checkpointing] [--online] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
+                 "                         [--gemm-tuning] (time cuBLASLt's algorithms per GEMM shape at startup)\n"
                  "                         the DFlash drafter step of ../shared/BENCH.md (--recompute: F layers\n"
                  "                         recomputed entirely, P in part, forced; else fitted to the arena)\n"
                  "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"

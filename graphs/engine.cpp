@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/gemm_tuner.h"
 #endif
 
 namespace dflash {
@@ -148,6 +149,13 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
                                          << " are available; recompute more layers (--recompute=F+P)");
   ctx_.reserve_arena(arena);
   arena_bytes_ = arena;
+#ifdef DFLASH_CUDA
+  // The arena is free until recording: it holds the tuning's scratch operands.
+  if (ctx_.gemm_tuning() && ctx_.device().is_cuda()) {
+    if (progress) progress("tuning GEMMs");
+    gemm_tuning_summary_ = tune_gemms(ctx_, ctx_.arena_base(), ctx_.arena_bytes()).summary();
+  }
+#endif
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (progress) progress("recording " + e.name);

@@ -78,6 +78,8 @@ class Engine {
   bool has(const std::string& name) const { return programs_.count(name) != 0; }
   const std::vector<ProgramReport>& report() const { return reports_; }
   size_t arena_bytes() const { return arena_bytes_; }
+  // What startup GEMM tuning did (Context::set_gemm_tuning; empty when off or on the CPU).
+  const std::string& gemm_tuning_summary() const { return gemm_tuning_summary_; }
   Context& context() const { return ctx_; }
 
  private:
@@ -98,6 +100,7 @@ class Engine {
   std::map<std::string, Program> programs_;
   std::vector<ProgramReport> reports_;
   size_t arena_bytes_ = 0;
+  std::string gemm_tuning_summary_;
   size_t arena_budget_ = 0;
   std::optional<Recompute> forced_;
 };

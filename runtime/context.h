@@ -2,6 +2,7 @@
 // persistent), the autograd tape and the mode (eager, plan, record) that decides what a kernel
 // call does. Each worker thread owns one; ops find it through Context::current().
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/gemm_tuning.h"
 #include "runtime/placement.h"
 #include "runtime/profile.h"
 
@@ -82,6 +84,17 @@ class Context {
   // its stream drains and before the stream is destroyed. Its device bytes count as persistent.
   std::shared_ptr<void>& cudnn_attention_state() { return cudnn_attention_; }
   void add_persistent_bytes(size_t bytes) { persistent_bytes_ += bytes; }
+  // GEMM algorithms (runtime/gemm_tuning.h): with tuning on, planning notes every GEMM shape
+  // (planned_gemms) and graphs/Engine times cuBLASLt's candidates for them before recording; every
+  // launch of a shape in the table, eager or recorded, uses its choice.
+  void set_gemm_tuning(bool on) { gemm_tuning_ = on; }
+  bool gemm_tuning() const { return gemm_tuning_; }
+  GemmTable& gemm_table() { return gemm_table_; }
+  const std::vector<GemmKey>& planned_gemms() const { return planned_gemms_; }
+  void note_gemm(const GemmKey& k) {
+    if (gemm_tuning_ && mode_ == Mode::plan && std::find(planned_gemms_.begin(), planned_gemms_.end(), k) == planned_gemms_.end())
+      planned_gemms_.push_back(k);
+  }
 
   // Planning and recording, used by graphs/Program. cpu_sink receives a CPU recording. A recording
   // given a placement (from the planning pass of the same body) puts its temporaries at its offsets.
@@ -160,6 +173,9 @@ class Context {
   Tape* tape_ = nullptr;
   bool grad_enabled_ = true;
   FreshLeafGrads* fresh_leaf_grads_ = nullptr;
+  bool gemm_tuning_ = false;
+  GemmTable gemm_table_;
+  std::vector<GemmKey> planned_gemms_;
   const char* op_ = nullptr;
 
   ProfileLog* profile_ = nullptr;

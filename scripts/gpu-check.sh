@@ -8,7 +8,8 @@
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
 # target's forward), profile-4096 (qwen3-8b 4096:512 alone), gemms (each GEMM shape of
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
-# recompute (qwen3-8b 4096:512 under forced recompute choices and arena budgets), bench-4096
+# bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
+# 4096:512 under forced recompute choices and arena budgets), bench-4096
 # (4096:512 with the arena that keeps the peak within 22.7 GiB, then the default),
 # anchors-decode (HF transformers' decode step of the target, eager then compiled: issue 10's
 # anchor for bench-spec, from scripts/anchors), anchors-small, anchors-qwen3-8b, anchors-4096 (qwen3-8b 4096:512 alone), anchors-short (its
@@ -81,6 +82,7 @@ for s in "${steps[@]}"; do
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
+    bench-tuned) step bench-tuned timeout 300 ./build/dflash-bench step --cuda --model=qwen3-8b --steps=20 --gemm-tuning ;;
     bench-4096) step bench-4096 timeout 300 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 \
       --steps=20 --arena-gb=2.49 && ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20" ;;
     bench-spec) step bench-spec timeout 500 ./build/dflash-bench spec --cuda --model=qwen3-8b --context=1024 \

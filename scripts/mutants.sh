@@ -175,6 +175,9 @@ mutant "leaves no backward reached keep last step's gradients" "-tc=*FreshLeafGr
 mutant "the trainer's update leaves gradients unzeroed with several micro-batches" "-ts=trainer-reference" \
   'const bool fresh_grads = o.train && o.grad_accum == 1;' \
   'const bool fresh_grads = o.train;'
+mutant "a GEMM table line loses its beta flag when read back" "-ts=gemm-table" \
+  'k.ta = ta == '"'"'T'"'"', k.tb = tb == '"'"'T'"'"', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = beta == 1;' \
+  'k.ta = ta == '"'"'T'"'"', k.tb = tb == '"'"'T'"'"', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = false;'
 
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \

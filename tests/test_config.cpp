@@ -238,6 +238,7 @@ progress = false
     CHECK(c.training.weight_decay == 0.01);
     CHECK(c.training.max_grad_norm == 1.0);
     CHECK(c.training.grad_accum == 1);
+    CHECK_FALSE(c.runtime.gemm_tuning);
     CHECK(c.training.checkpointing);
     CHECK(c.training.chunk_rows == 1024);
     CHECK(c.runtime.devices == "auto");

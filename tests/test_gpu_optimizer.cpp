@@ -15,7 +15,10 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "graphs/program.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_candidates.h"
+#include "runtime/cuda/gemm_tuner.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
@@ -231,6 +234,108 @@ TEST_SUITE("gpu-optimizer") {
             if (c_bf16) CHECK(worst_bf16 <= 1e-5 * max_ref);
             else CHECK(worst <= 1e-5);
           }
+  }
+
+  TEST_CASE("GEMM tuning: every cuBLASLt candidate equals the double reference; a table's choice survives its text "
+            "and a tuned program replays bit for bit like eager") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    const int64_t M = 96, N = 136, K = 264;  // 16-byte aligned rows, as the runtime's GEMMs have
+    for (bool c_bf16 : {false, true})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          INFO("C " << (c_bf16 ? "bf16" : "f32") << " trans_a " << ta << " trans_b " << tb);
+          const DType dc = c_bf16 ? DType::bf16 : DType::f32;
+          const std::vector<float> A = round_to(DType::bf16, random_floats(size_t(M * K), 4)),
+                                   B = round_to(DType::bf16, random_floats(size_t(K * N), 5)),
+                                   C0 = round_to(dc, random_floats(size_t(M * N), 6, 4.0f));
+          Tensor tA = make_float({M * K}, A, DType::bf16), tB = make_float({K * N}, B, DType::bf16),
+                 tC = make_float({M * N}, C0, dc);
+          kernels::cuda::GemmArgs g{M, N, K, tA.raw(), ta ? M : K, ta, tB.raw(), tb ? K : N, tb, tC.raw(), N,
+                                    1.0f, 1.0f, true, c_bf16};
+          const kernels::cuda::GemmCandidates cands = kernels::cuda::time_gemm_candidates(
+              g, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), ctx.cuda_stream(), 16, 1);
+          REQUIRE(!cands.candidates.empty());
+          const std::vector<double> want = gemm_reference(M, N, K, A, ta, B, tb, C0, 1.0, 1.0);
+          double max_ref = 0;
+          for (double x : want) max_ref = std::max(max_ref, std::fabs(x));
+          std::vector<float> first;
+          for (const kernels::cuda::GemmCandidate& c : cands.candidates) {
+            INFO("candidate " << c.config);
+            Tensor fresh = make_float({M * N}, C0, dc);
+            kernels::cuda::GemmArgs h = g;
+            h.C = fresh.raw();
+            h.lt_config = c.config_values;
+            h.workspace = ctx.cublas_workspace();
+            h.workspace_bytes = ctx.cublas_workspace_bytes();
+            kernels::cuda::gemm(h, ctx.cublas(), ctx.cuda_stream());
+            const std::vector<float> got = fresh.to_floats();
+            double worst = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+              const double err = std::fabs(double(got[i]) - want[i]);
+              worst = std::max(worst, c_bf16 ? err - std::ldexp(std::fabs(want[i]), -8) : err);
+            }
+            CHECK(worst <= 1e-5 * max_ref);
+            if (first.empty()) first = got;
+          }
+          // The first candidate's configuration through the table's text form runs the same algorithm.
+          GemmTable table;
+          const GemmKey key{M, N, K, ta ? M : K, tb ? K : N, N, ta, tb, true, c_bf16, true};
+          GemmAlgoConfig cfg;
+          std::copy(cands.candidates[0].config_values, cands.candidates[0].config_values + 9, cfg.begin());
+          table.set(key, cfg);
+          const GemmTable back = GemmTable::parse(table.to_text(), "test");
+          REQUIRE(back.find(key));
+          Tensor again = make_float({M * N}, C0, dc);
+          kernels::cuda::GemmArgs h = g;
+          h.C = again.raw();
+          h.lt_config = back.find(key)->data();
+          h.workspace = ctx.cublas_workspace();
+          h.workspace_bytes = ctx.cublas_workspace_bytes();
+          kernels::cuda::gemm(h, ctx.cublas(), ctx.cuda_stream());
+          CHECK(bitwise_equal(again.to_floats(), first));
+        }
+
+    // A program of linears with tuning on: planning notes its shapes, tune_gemms times them, and
+    // with a forced non-default choice the recording replays bit for bit like eager.
+    ctx.set_gemm_tuning(true);
+    const Tensor x = make_float({160, 256}, random_floats(160 * 256, 7), DType::bf16),
+                 w = make_float({192, 256}, random_floats(192 * 256, 8, 0.1f), DType::bf16);
+    const Tensor out = Tensor::persistent({160, 192}, DType::bf16);
+    auto body = [&] { ops::copy_(out, ops::linear(x, w)); };
+    ctx.reserve_arena(std::max(ctx.arena_bytes(), plan_program(ctx, "tuned", body).arena_bytes));
+    const GemmKey key{160, 192, 256, 256, 256, 192, false, true, true, true, false};
+    REQUIRE(std::find(ctx.planned_gemms().begin(), ctx.planned_gemms().end(), key) != ctx.planned_gemms().end());
+    const Tensor scratch = Tensor::persistent({int64_t(8) << 20}, DType::u8);
+    const GemmTuning tuning = tune_gemms(ctx, scratch.raw(), size_t(8) << 20, 2);
+    CHECK(tuning.shapes == ctx.planned_gemms().size());
+    CHECK(tuning.timed == tuning.shapes);
+    kernels::cuda::GemmArgs probe{160, 192, 256, x.raw(), 256, false, w.raw(), 256, true, out.raw(), 192, 1.0f, 0.0f,
+                                  true, true};
+    const kernels::cuda::GemmCandidates cands = kernels::cuda::time_gemm_candidates(
+        probe, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), ctx.cuda_stream(), 16, 1);
+    REQUIRE(!cands.candidates.empty());
+    GemmAlgoConfig last;
+    std::copy(cands.candidates.back().config_values, cands.candidates.back().config_values + 9, last.begin());
+    ctx.gemm_table().set(key, last);
+    body();
+    ctx.synchronize();
+    const std::vector<float> eager = out.to_floats();
+    Program p = record_program(ctx, "tuned", body);
+    ops::fill_(out, NAN);
+    p.replay();
+    ctx.synchronize();
+    CHECK(bitwise_equal(out.to_floats(), eager));
+    const std::vector<float> xv = x.to_floats(), wv = w.to_floats();
+    double worst = 0;
+    for (int64_t i = 0; i < 160; ++i)
+      for (int64_t j = 0; j < 192; ++j) {
+        double r = 0;
+        for (int64_t k = 0; k < 256; ++k) r += double(xv[size_t(i * 256 + k)]) * wv[size_t(j * 256 + k)];
+        worst = std::max(worst, std::fabs(double(eager[size_t(i * 192 + j)]) - r) - std::ldexp(std::fabs(r), -8));
+      }
+    CHECK(worst <= 1e-3);
   }
 }
 

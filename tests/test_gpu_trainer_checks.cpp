@@ -2,11 +2,14 @@
 // same two micro-batches, and both ranks hold equal weights (masters and bf16 compute copies)
 // after a warm start and every step (suite "gpu2-trainer-reference"); the golden step's loss
 // weights equal the CPU path's bit for bit and its argmax equals the golden one wherever the
-// golden logits' top-2 margin exceeds 0.05 (suite "gpu-golden-checks").
+// golden logits' top-2 margin exceeds 0.05 (suite "gpu-golden-checks"); runtime.gemm_tuning's table is
+// saved, reused and checked (suite "gpu-gemm-tuning").
 #ifdef DFLASH_CUDA
 #include <cstring>
 
 #include "model/drafter.h"
+#include "runtime/fileio.h"
+#include "runtime/gemm_tuning.h"
 #include "runtime/safetensors.h"
 #include "tests/gpu_test_util.h"
 #include "tests/trainer_fixture.h"
@@ -155,6 +158,32 @@ TEST_SUITE("gpu-golden-checks") {
     }
     MESSAGE("argmax checked at " << checked << " of " << golden.size() << " slots");
     CHECK(checked >= golden.size() / 3);
+  }
+}
+TEST_SUITE("gpu-gemm-tuning") {
+  TEST_CASE("runtime.gemm_tuning: the run saves its GEMM table, a later run reuses it, a bad table is refused by name") {
+    REQUIRE_GPU();
+    namespace fs = std::filesystem;
+    const Config tuned = gpu_job("gpu-gemm-tuned", "cuda:0", 1, {"runtime.gemm_tuning=true", "checkpoint.resume=false"});
+    const Config plain = gpu_job("gpu-gemm-plain", "cuda:0", 1, {"checkpoint.resume=false"});
+    const Watched a = train_and_watch(tuned), b = train_and_watch(plain);
+    const fs::path table = tuned.job.dump_folder / "gemm_table.txt";
+    REQUIRE(fs::exists(table));
+    CHECK_FALSE(fs::exists(plain.job.dump_folder / "gemm_table.txt"));
+    const std::string text = read_file_text(table);
+    const GemmTable parsed = GemmTable::parse(text, table.string());
+    MESSAGE("the small job's GEMM table holds " << parsed.size() << " choices");
+    // Other GEMM algorithms change only f32 rounding: the same losses within bf16 noise.
+    const std::vector<double> la = losses(a.records), lb = losses(b.records);
+    REQUIRE(la.size() == lb.size());
+    for (size_t i = 0; i < la.size(); ++i) CHECK(la[i] == doctest::Approx(lb[i]).epsilon(2e-2));
+    // A second run in the same folder starts from the saved table and keeps it as it was.
+    train_and_watch(tuned);
+    CHECK(read_file_text(table) == text);
+    // A damaged table stops the run, naming the file and the fix.
+    write_file_atomic(table, std::string("M=1 N=2 garbage\n"));
+    CHECK_THROWS_WITH_AS(run_training(tuned), doctest::Contains((table.string() + ", line 1").c_str()), Error);
+    CHECK_THROWS_WITH_AS(run_training(tuned), doctest::Contains("delete the file to tune the GEMMs again"), Error);
   }
 }
 #endif

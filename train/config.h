@@ -76,6 +76,7 @@ struct RuntimeConfig {
   int64_t cpu_workers = 1;
   double memory_limit_gb = 0;    // 0: what the device has free
   double arena_gb = 0;           // > 0: the arena may grow to this so fewer layers recompute
+  bool gemm_tuning = false;      // CUDA: time cuBLASLt's algorithms per GEMM shape at startup
   // Several processes (torchrun / srun; docs/USER_GUIDE.md, "Many GPUs, many nodes"):
   int64_t rendezvous_port = 0;          // 0: MASTER_PORT + 1
   double rendezvous_timeout_s = 300;    // every rank must arrive within this

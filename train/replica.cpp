@@ -57,6 +57,7 @@ void Replica::build(size_t available_bytes, const std::function<void(const std::
   if (!opt_.graphs) return;
   ContextScope scope(ctx_);
   engine_ = std::make_unique<Engine>(ctx_);
+  ctx_.set_gemm_tuning(opt_.gemm_tuning);
   for (size_t i = 0; i < steps_.size(); ++i) {
     BucketStep* step = steps_[i].get();
     BucketStep* eval = &eval_step(i);

@@ -31,6 +31,7 @@ struct ReplicaOptions {
   bool features = false;  // record target programs without training (dflash-train hidden)
   bool graphs = true;
   bool checkpointing = true;
+  bool gemm_tuning = false;  // time cuBLASLt's algorithms per GEMM shape in build() (CUDA)
   size_t arena_budget = 0;   // bytes the arena may grow to so that fewer layers recompute (0: smallest)
   int64_t grad_accum = 1;
   ShardLayout layout;        // world and rank of this replica's parameters; sharded: ZeRO-1

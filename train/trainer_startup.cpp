@@ -9,6 +9,7 @@
 
 #include "data/screen.h"
 #include "graphs/startup_report.h"
+#include "runtime/fileio.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
 #include "train/run_identity.h"
@@ -161,6 +162,7 @@ void Trainer::build_replicas() {
   opt.warmup_steps = int64_t(std::llround(c.training.warmup_ratio * double(c.training.steps)));
   check_memory_before_startup(job_, true, online_);
   const int64_t k = c.training.grad_accum;
+  const bool tunes_gemms = c.runtime.gemm_tuning && c.runtime.graphs && cluster_.devices[0].is_cuda();
   for (int w = 0; w < L; ++w) {
     const int rank = cluster_.first_rank + w;
     ReplicaOptions o;
@@ -176,6 +178,7 @@ void Trainer::build_replicas() {
     o.graphs = c.runtime.graphs;
     o.checkpointing = c.training.checkpointing;
     o.arena_budget = size_t(c.runtime.arena_gb * double(1ull << 30));
+    o.gemm_tuning = tunes_gemms && w == 0 && cluster_.first_rank == 0;
     o.grad_accum = k;
     o.chunk_rows = c.training.chunk_rows;
     o.init_seed = c.job.seed;
@@ -200,10 +203,35 @@ void Trainer::build_replicas() {
     }
   }
   const size_t available = worker_memory_bytes(job_);
-  for (int w = 0; w < L; ++w) {
+  auto build = [&](int w) {
     replicas_[size_t(w)]->build(available, [&](const std::string& what) {
       log_.progress("startup: worker " + std::to_string(w) + ": " + what);
     });
+  };
+  if (!tunes_gemms) {
+    for (int w = 0; w < L; ++w) build(w);
+  } else {
+    // One GEMM table for the run: rank 0's first worker tunes the shapes the saved table lacks, the
+    // table goes to every rank, and every worker records with it.
+    const fs::path table_file = c.job.dump_folder / "gemm_table.txt";
+    std::string text;
+    if (cluster_.first_rank == 0) {
+      if (fs::exists(table_file)) {
+        replicas_[0]->context().gemm_table() = GemmTable::parse(read_file_text(table_file), table_file.string());
+        log_.info("GEMM table: " + std::to_string(replicas_[0]->context().gemm_table().size()) + " choices from " +
+                  table_file.string());
+      }
+      build(0);
+      text = replicas_[0]->context().gemm_table().to_text();
+      if (replicas_[0]->engine()) log_.info(replicas_[0]->engine()->gemm_tuning_summary());
+      fs::create_directories(c.job.dump_folder);
+      write_file_atomic(table_file, text);
+    }
+    text = coord_->broadcast(text);
+    for (int w = cluster_.first_rank == 0 ? 1 : 0; w < L; ++w) {
+      replicas_[size_t(w)]->context().gemm_table() = GemmTable::parse(text, "rank 0's GEMM table");
+      build(w);
+    }
   }
   log_.done_progress();
   slots_.assign(size_t(L), std::vector<Slot>(size_t(k)));

@@ -27,6 +27,11 @@ struct GemmArgs {
   int64_t ldc;
   float alpha, beta;
   bool ab_bf16, c_bf16;
+  // A cuBLASLt algorithm chosen at startup (runtime/gemm_tuning.h, 9 integers) and the workspace
+  // bound to the handle, or null: cublasGemmEx picks its own.
+  const int32_t* lt_config = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 void gemm(const GemmArgs& g, void* cublas_handle, void* stream);
 

@@ -1,10 +1,13 @@
 // GEMM through cuBLAS: row-major C = op(A) op(B) computed as column-major C^T = op(B)^T op(A)^T,
-// bf16 or f32 inputs with fp32 accumulation.
+// bf16 or f32 inputs with fp32 accumulation; or through cuBLASLt with an algorithm chosen at startup.
 #include <cublas_v2.h>
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 
+#include <string>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/gemm_lt.h"
 
 namespace dflash::kernels::cuda {
 
@@ -19,9 +22,112 @@ void mark_initialized(void* c, size_t bytes, cudaStream_t stream) {
                                       sizeof(range), &range};
   nvtxMemCudaMarkInitialized(domain, stream, 0, &batch);
 }
+void lt_check(cublasStatus_t st, const char* what, const GemmArgs& g) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("gemm (cuBLASLt): ") + what + " failed with status " + std::to_string(int(st)) +
+                             " for M=" + std::to_string(g.M) + " N=" + std::to_string(g.N) + " K=" + std::to_string(g.K));
+}
+
+template <class T>
+void set_config(cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr, int32_t v, const GemmArgs& g) {
+  const T t = T(v);
+  lt_check(cublasLtMatmulAlgoConfigSetAttribute(&a, attr, &t, sizeof t), "cublasLtMatmulAlgoConfigSetAttribute", g);
+}
+
+template <class T>
+int32_t get_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  T t{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &t, sizeof t, &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  return int32_t(t);
+}
+
+cudaDataType_t ab_type(const GemmArgs& g) { return g.ab_bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType_t c_type(const GemmArgs& g) { return g.c_bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+cublasComputeType_t compute_type(const GemmArgs& g) {
+  return g.ab_bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+}
 }  // namespace
 
+cublasLtHandle_t lt_handle() {
+  thread_local struct Handle {
+    cublasLtHandle_t h = nullptr;
+    Handle() {
+      if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("gemm: cublasLtCreate failed");
+    }
+    ~Handle() { cublasLtDestroy(h); }
+  } handle;
+  return handle.h;
+}
+
+LtGemm::LtGemm(const GemmArgs& g) {
+  lt_check(cublasLtMatmulDescCreate(&op, compute_type(g), CUDA_R_32F), "cublasLtMatmulDescCreate", g);
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "TRANSA", g);
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "TRANSB", g);
+  // Stored (column-major) shapes: B is N x K (K x N when transposed), A is K x M (M x K), C is N x M.
+  lt_check(cublasLtMatrixLayoutCreate(&first, ab_type(g), uint64_t(g.trans_b ? g.K : g.N), uint64_t(g.trans_b ? g.N : g.K),
+                                      g.ldb),
+           "layout of B", g);
+  lt_check(cublasLtMatrixLayoutCreate(&second, ab_type(g), uint64_t(g.trans_a ? g.M : g.K),
+                                      uint64_t(g.trans_a ? g.K : g.M), g.lda),
+           "layout of A", g);
+  lt_check(cublasLtMatrixLayoutCreate(&c, c_type(g), uint64_t(g.N), uint64_t(g.M), g.ldc), "layout of C", g);
+}
+
+LtGemm::~LtGemm() {
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (second) cublasLtMatrixLayoutDestroy(second);
+  if (first) cublasLtMatrixLayoutDestroy(first);
+  if (op) cublasLtMatmulDescDestroy(op);
+}
+
+void LtGemm::run(const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream) const {
+  lt_check(cublasLtMatmul(lt_handle(), op, &g.alpha, g.B, first, g.A, second, &g.beta, g.C, c, g.C, c, &algo, workspace,
+                          workspace_bytes, stream),
+           "cublasLtMatmul", g);
+}
+
+void lt_config_of(const cublasLtMatmulAlgo_t& a, int32_t out[9]) {
+  out[0] = get_config<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID);
+  out[1] = get_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  out[2] = get_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  out[3] = get_config<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  out[4] = get_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+  out[5] = get_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+  out[6] = get_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+  out[7] = get_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID);
+  out[8] = get_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+}
+
+cublasLtMatmulAlgo_t lt_algo_from(const GemmArgs& g, const LtGemm& d, const int32_t config[9]) {
+  cublasLtMatmulAlgo_t a;
+  lt_check(cublasLtMatmulAlgoInit(lt_handle(), compute_type(g), CUDA_R_32F, ab_type(g), ab_type(g), c_type(g), c_type(g),
+                                  config[0], &a),
+           "cublasLtMatmulAlgoInit", g);
+  set_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID, config[1], g);
+  set_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, config[2], g);
+  set_config<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, config[3], g);
+  set_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, config[4], g);
+  set_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, config[5], g);
+  set_config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, config[6], g);
+  set_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, config[7], g);
+  set_config<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, config[8], g);
+  cublasLtMatmulHeuristicResult_t check{};
+  lt_check(cublasLtMatmulAlgoCheck(lt_handle(), d.op, d.first, d.second, d.c, d.c, &a, &check),
+           "cublasLtMatmulAlgoCheck (the chosen algorithm does not run this shape here)", g);
+  return a;
+}
+
 void gemm(const GemmArgs& g, void* handle, void* stream) {
+  if (g.lt_config) {  // chosen at startup: every launch of this shape, eager or recorded, runs it
+    const LtGemm d(g);
+    d.run(g, lt_algo_from(g, d, g.lt_config), g.workspace, g.workspace_bytes, static_cast<cudaStream_t>(stream));
+    if (g.M > 0 && g.N > 0)
+      mark_initialized(g.C, size_t((g.M - 1) * g.ldc + g.N) * (g.c_bf16 ? 2 : 4), static_cast<cudaStream_t>(stream));
+    return;
+  }
   cublasHandle_t h = static_cast<cublasHandle_t>(handle);
   // The handle was bound to its context's stream together with the fixed workspace. It is not
   // rebound here: cublasSetStream resets the workspace to cuBLAS's default pool, which would let

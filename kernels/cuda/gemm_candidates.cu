@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_candidates.h"
+#include "kernels/cuda/gemm_lt.h"
 
 namespace dflash::kernels::cuda {
 
@@ -32,13 +33,6 @@ __global__ void fill_hashed_kernel(T* p, int64_t n, uint32_t seed) {
     h ^= h >> 13;
     p[i] = from_float<T>(float(h & 0xFFFFFF) / float(0x800000) - 1.0f);
   }
-}
-
-int config_of(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
-  int v = 0;
-  size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return -1;
-  return v;
 }
 
 // Mean ms of `reps` calls of launch() on the stream, after one untimed call.
@@ -71,24 +65,10 @@ GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void
                                     void* stream, int max_candidates, int reps) {
   cudaStream_t s = as_stream(stream);
   GemmCandidates out;
-  out.default_ms = mean_ms(s, reps, [&] { gemm(g, cublas_handle, stream); });
-
-  cublasLtHandle_t lt = nullptr;
-  lt_check(cublasLtCreate(&lt), "cublasLtCreate");
-  const cudaDataType_t ab = g.ab_bf16 ? CUDA_R_16BF : CUDA_R_32F, c = g.c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute = g.ab_bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
-  cublasLtMatmulDesc_t op = nullptr;
-  lt_check(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "TRANSA");
-  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "TRANSB");
-  // Stored (column-major) shapes: B is N x K (K x N when transposed), A is K x M (M x K), C is N x M.
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, cl = nullptr;
-  lt_check(cublasLtMatrixLayoutCreate(&first, ab, uint64_t(g.trans_b ? g.K : g.N), uint64_t(g.trans_b ? g.N : g.K), g.ldb),
-           "layout of B");
-  lt_check(cublasLtMatrixLayoutCreate(&second, ab, uint64_t(g.trans_a ? g.M : g.K), uint64_t(g.trans_a ? g.K : g.M), g.lda),
-           "layout of A");
-  lt_check(cublasLtMatrixLayoutCreate(&cl, c, uint64_t(g.N), uint64_t(g.M), g.ldc), "layout of C");
+  GemmArgs plain = g;
+  plain.lt_config = nullptr;
+  out.default_ms = mean_ms(s, reps, [&] { gemm(plain, cublas_handle, stream); });
+  const LtGemm d(g);
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t ws = workspace_bytes;
@@ -101,35 +81,24 @@ GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void
            "REDUCTION_SCHEME_MASK");
   std::vector<cublasLtMatmulHeuristicResult_t> found(size_t(std::max(1, max_candidates)));
   int returned = 0;
-  lt_check(cublasLtMatmulAlgoGetHeuristic(lt, op, first, second, cl, cl, pref, int(found.size()), found.data(), &returned),
-           "cublasLtMatmulAlgoGetHeuristic");
-  const float alpha = g.alpha, beta = g.beta;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), d.op, d.first, d.second, d.c, d.c, pref,
+                                                           int(found.size()), found.data(), &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
   for (int i = 0; i < returned; ++i) {
     const cublasLtMatmulHeuristicResult_t& r = found[size_t(i)];
     if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > workspace_bytes) continue;
     GemmCandidate cand;
+    lt_config_of(r.algo, cand.config_values);
+    const int32_t* c = cand.config_values;
     char text[200];
-    std::snprintf(text, sizeof text, "algo %d tile %d stages %d splitk %d reduction %d swizzle %d custom %d cluster %d waves %.2f",
-                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_ID), config_of(r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), config_of(r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), config_of(r.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-                  config_of(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), double(r.wavesCount));
+    std::snprintf(text, sizeof text, "algo %d tile %d stages %d splitk %d reduction %d swizzle %d custom %d inner %d cluster %d waves %.2f",
+                  c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], double(r.wavesCount));
     cand.config = text;
     cand.workspace = r.workspaceSize;
-    cand.ms = mean_ms(s, reps, [&] {
-      lt_check(cublasLtMatmul(lt, op, &alpha, g.B, first, g.A, second, &beta, g.C, cl, g.C, cl, &r.algo, workspace,
-                              workspace_bytes, s),
-               "cublasLtMatmul");
-    });
+    cand.ms = mean_ms(s, reps, [&] { d.run(g, r.algo, workspace, workspace_bytes, s); });
     out.candidates.push_back(cand);
   }
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(cl);
-  cublasLtMatrixLayoutDestroy(second);
-  cublasLtMatrixLayoutDestroy(first);
-  cublasLtMatmulDescDestroy(op);
-  cublasLtDestroy(lt);
   return out;
 }
 

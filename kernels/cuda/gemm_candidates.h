@@ -2,6 +2,7 @@
 // picks itself (kernels/cuda/gemm.cu): what tuning the GEMMs at startup could gain. Plain C++.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,8 @@
 namespace dflash::kernels::cuda {
 
 struct GemmCandidate {
-  std::string config;     // "algo 66 tile 18 stages 20 splitk 1 reduction 0 swizzle 0 custom 0 cluster 2 waves 1.2"
+  std::string config;     // "algo 66 tile 18 stages 20 splitk 1 reduction 0 swizzle 0 custom 0 inner 0 cluster 2 waves 1.2"
+  int32_t config_values[9] = {};  // the same as runtime/gemm_tuning.h's GemmAlgoConfig
   double ms = 0;          // mean of the timed launches
   size_t workspace = 0;   // bytes the candidate needs (at most the workspace given)
 };

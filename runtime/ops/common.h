@@ -5,6 +5,9 @@
 #include "runtime/ops.h"
 #include "runtime/profile.h"
 #include "runtime/tensor.h"
+#ifdef DFLASH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 
 namespace dflash::ops::detail {
 
@@ -66,5 +69,25 @@ inline void note_io(std::initializer_list<const Tensor*> reads, std::initializer
   for (const Tensor* t : updates) bytes += t->defined() ? 2.0 * double(t->nbytes()) : 0.0;
   note_bytes_cost(bytes);
 }
+
+#ifdef DFLASH_CUDA
+// A GEMM of shape `key` on the context's stream (nothing while planning): notes the shape while
+// planning with GEMM tuning on, and runs the algorithm the context's GEMM table chose for it
+// (cublasGemmEx's own otherwise). make() builds the arguments, with pointers, only when launching.
+template <class MakeArgs>
+void cuda_gemm(const GemmKey& key, MakeArgs make) {
+  Context& c = Context::current();
+  c.note_gemm(key);
+  if (void* s = c.cuda_stream_for_launch()) {
+    kernels::cuda::GemmArgs g = make();
+    if (const GemmAlgoConfig* chosen = c.gemm_table().find(key)) {
+      g.lt_config = chosen->data();
+      g.workspace = c.cublas_workspace();
+      g.workspace_bytes = c.cublas_workspace_bytes();
+    }
+    kernels::cuda::gemm(g, c.cublas(), s);
+  }
+}
+#endif
 
 }  // namespace dflash::ops::detail

@@ -62,11 +62,10 @@ Tensor linear_rowwise(const Tensor& x, const Tensor& w, DType out_dtype) {
   Tensor y = Tensor::empty(out_shape, out_dtype);  // (..., N)
 #ifdef DFLASH_CUDA
   note_gemm_cost(M, N, K, false, true, out_dtype == DType::bf16);
-  if (void* s = ctx().cuda_stream_for_launch()) {
-    kernels::cuda::GemmArgs g{M, N, K, x.raw(), K, false, w.raw(), K, true, y.raw(), N, 1.0f, 0.0f,
-                              bf16(x), out_dtype == DType::bf16};
-    kernels::cuda::gemm(g, ctx().cublas(), s);
-  }
+  cuda_gemm(GemmKey{M, N, K, K, K, N, false, true, bf16(x), out_dtype == DType::bf16, false}, [&] {
+    return kernels::cuda::GemmArgs{M, N, K, x.raw(), K, false, w.raw(), K, true, y.raw(), N, 1.0f, 0.0f,
+                                   bf16(x), out_dtype == DType::bf16};
+  });
 #else
   no_cuda_kernel(kOp);
 #endif

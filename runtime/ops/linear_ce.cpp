@@ -84,9 +84,9 @@ void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels,
     }
 #ifdef DFLASH_CUDA
     note_gemm_cost(n, V, H, false, true, false);
-    if (void* s = ctx().cuda_stream_for_launch())
-      kernels::cuda::gemm({n, V, H, hr, H, false, weight.raw(), H, true, logits.raw(), V, 1.0f, 0.0f, half, half},
-                          ctx().cublas(), s);
+    cuda_gemm(GemmKey{n, V, H, H, H, V, false, true, half, half, false}, [&] {
+      return kernels::cuda::GemmArgs{n, V, H, hr, H, false, weight.raw(), H, true, logits.raw(), V, 1.0f, 0.0f, half, half};
+    });
     // The row kernel reads the logits once, and in training again and writes dlogits.
     note_bytes_cost(double(n) * double(V) * double(esize) * (grad ? 3.0 : 1.0));
     if (void* s = ctx().cuda_stream_for_launch())
@@ -95,10 +95,10 @@ void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels,
     if (grad) {
       void* dst = static_cast<char*>(dh_unit.raw()) + size_t(r0 * H) * dtype_size(dh_unit.dtype());
       note_gemm_cost(n, H, V, false, false, bf16(dh_unit));
-      if (void* s = ctx().cuda_stream_for_launch())
-        kernels::cuda::gemm({n, H, V, dlogits.raw(), V, false, weight.raw(), H, false, dst, H, 1.0f, 0.0f, half,
-                             bf16(dh_unit)},
-                            ctx().cublas(), s);
+      cuda_gemm(GemmKey{n, H, V, V, H, H, false, false, half, bf16(dh_unit), false}, [&] {
+        return kernels::cuda::GemmArgs{n, H, V, dlogits.raw(), V, false, weight.raw(), H, false, dst, H, 1.0f, 0.0f,
+                                       half, bf16(dh_unit)};
+      });
     }
 #endif
   }

@@ -24,12 +24,12 @@ void gemm_at(int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t a_at, int
     return;
   }
 #ifdef DFLASH_CUDA
-  if (void* s = ctx().cuda_stream_for_launch()) {
+  const bool ab16 = A.dtype() == DType::bf16, c16 = C.dtype() == DType::bf16;
+  cuda_gemm(GemmKey{M, N, K, lda, ldb, ldc, ta, tb, ab16, c16, beta != 0.0f}, [&] {
     auto at = [](const Tensor& t, int64_t elems) { return static_cast<char*>(t.raw()) + elems * dtype_size(t.dtype()); };
-    kernels::cuda::GemmArgs g{M, N, K, at(A, a_at), lda, ta, at(B, b_at), ldb, tb, at(C, c_at), ldc, 1.0f, beta,
-                              A.dtype() == DType::bf16, C.dtype() == DType::bf16};
-    kernels::cuda::gemm(g, ctx().cublas(), s);
-  }
+    return kernels::cuda::GemmArgs{M, N, K, at(A, a_at), lda, ta, at(B, b_at), ldb, tb, at(C, c_at), ldc, 1.0f, beta,
+                                   ab16, c16};
+  });
 #endif
 }
 
