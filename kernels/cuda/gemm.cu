@@ -50,14 +50,20 @@ cublasComputeType_t compute_type(const GemmArgs& g) {
 }  // namespace
 
 cublasLtHandle_t lt_handle() {
-  thread_local struct Handle {
-    cublasLtHandle_t h = nullptr;
-    Handle() {
-      if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("gemm: cublasLtCreate failed");
+  // One per thread and device: a handle belongs to the device current when it was made.
+  thread_local struct Handles {
+    cublasLtHandle_t h[64] = {};
+    ~Handles() {
+      for (cublasLtHandle_t x : h)
+        if (x) cublasLtDestroy(x);
     }
-    ~Handle() { cublasLtDestroy(h); }
-  } handle;
-  return handle.h;
+  } handles;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64)
+    throw std::runtime_error("gemm: no current CUDA device for the cuBLASLt handle");
+  cublasLtHandle_t& h = handles.h[device];
+  if (!h && cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("gemm: cublasLtCreate failed");
+  return h;
 }
 
 LtGemm::LtGemm(const GemmArgs& g) {

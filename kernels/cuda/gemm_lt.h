@@ -10,7 +10,7 @@
 
 namespace dflash::kernels::cuda {
 
-cublasLtHandle_t lt_handle();  // one per thread, made on first use
+cublasLtHandle_t lt_handle();  // one per thread and current device, made on first use
 
 struct LtGemm {
   cublasLtMatmulDesc_t op = nullptr;
