@@ -33,6 +33,7 @@ class GemmTable {
     return it == choices_.end() ? nullptr : &it->second;
   }
   void set(const GemmKey& k, const GemmAlgoConfig& c) { choices_[k] = c; }
+  void erase(const GemmKey& k) { choices_.erase(k); }
   size_t size() const { return choices_.size(); }
   // One line per choice, sorted: "<key text> : <9 integers>"; parse() reads it back and names
   // `source` and the line in its errors.

@@ -308,9 +308,13 @@ TEST_SUITE("gpu-optimizer") {
     const GemmKey key{160, 192, 256, 256, 256, 192, false, true, true, true, false};
     REQUIRE(std::find(ctx.planned_gemms().begin(), ctx.planned_gemms().end(), key) != ctx.planned_gemms().end());
     const Tensor scratch = Tensor::persistent({int64_t(8) << 20}, DType::u8);
+    // A saved choice this cuBLAS cannot run (no such algorithm id) is dropped and the shape tuned again.
+    ctx.gemm_table().set(key, GemmAlgoConfig{999999, 0, 0, 1, 0, 0, 0, 0, 0});
     const GemmTuning tuning = tune_gemms(ctx, scratch.raw(), size_t(8) << 20, 2);
     CHECK(tuning.shapes == ctx.planned_gemms().size());
     CHECK(tuning.timed == tuning.shapes);
+    CHECK(tuning.dropped == 1);
+    CHECK((!ctx.gemm_table().find(key) || (*ctx.gemm_table().find(key))[0] != 999999));
     kernels::cuda::GemmArgs probe{160, 192, 256, x.raw(), 256, false, w.raw(), 256, true, out.raw(), 192, 1.0f, 0.0f,
                                   true, true};
     const kernels::cuda::GemmCandidates cands = kernels::cuda::time_gemm_candidates(

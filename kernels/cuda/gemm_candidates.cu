@@ -53,6 +53,16 @@ double mean_ms(cudaStream_t s, int reps, const std::function<void()>& launch) {
 }
 }  // namespace
 
+bool lt_config_runs(const GemmArgs& g, const int32_t config[9]) {
+  try {
+    const LtGemm d(g);
+    (void)lt_algo_from(g, d, config);
+    return true;
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+}
+
 void fill_hashed(void* p, bool bf16, int64_t n, uint32_t seed, void* stream) {
   if (n == 0) return;
   const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 4096));

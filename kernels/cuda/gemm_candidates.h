@@ -30,6 +30,10 @@ struct GemmCandidates {
 GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void* workspace, size_t workspace_bytes,
                                     void* stream, int max_candidates, int reps);
 
+// Whether this cuBLAS on this GPU can run `config` (9 integers, runtime/gemm_tuning.h) for g's
+// shape and types (cublasLtMatmulAlgoCheck; g's pointers are not read).
+bool lt_config_runs(const GemmArgs& g, const int32_t config[9]);
+
 // Fills n elements of p (bf16 or f32) with values in [-1, 1] from a hash of (seed, index).
 void fill_hashed(void* p, bool bf16, int64_t n, uint32_t seed, void* stream);
 

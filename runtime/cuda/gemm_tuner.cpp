@@ -13,8 +13,8 @@ std::string GemmTuning::summary() const {
   char s[256];
   std::snprintf(s, sizeof s,
                 "GEMM tuning: %zu shapes, %zu timed, %zu run by a cuBLASLt candidate (%.3f ms less per call of each, "
-                "timed alone); %.2f s",
-                shapes, timed, chosen, saved_ms, seconds);
+                "timed alone); %zu saved choices this GPU cannot run, tuned again; %.2f s",
+                shapes, timed, chosen, saved_ms, dropped, seconds);
   return s;
 }
 
@@ -25,7 +25,13 @@ GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int rep
   char* base = static_cast<char*>(scratch);
   auto aligned = [](size_t b) { return (b + 255) & ~size_t(255); };
   for (const GemmKey& k : ctx.planned_gemms()) {
-    if (ctx.gemm_table().find(k)) continue;
+    if (const GemmAlgoConfig* kept = ctx.gemm_table().find(k)) {
+      const kernels::cuda::GemmArgs shape{k.M, k.N, k.K, nullptr, k.lda, k.ta, nullptr, k.ldb, k.tb, nullptr, k.ldc,
+                                          1.0f, k.accumulate ? 1.0f : 0.0f, k.ab_bf16, k.c_bf16};
+      if (kernels::cuda::lt_config_runs(shape, kept->data())) continue;
+      ctx.gemm_table().erase(k);
+      ++r.dropped;
+    }
     const size_t ab = k.ab_bf16 ? 2 : 4, cb = k.c_bf16 ? 2 : 4;
     const size_t a_bytes = aligned(size_t((k.ta ? k.K - 1 : k.M - 1) * k.lda + (k.ta ? k.M : k.K)) * ab);
     const size_t b_bytes = aligned(size_t((k.tb ? k.N - 1 : k.K - 1) * k.ldb + (k.tb ? k.K : k.N)) * ab);
