@@ -7,8 +7,8 @@
 #include "apps/bench.h"
 #include "runtime/context.h"
 #ifdef DFLASH_CUDA
-#include "kernels/cuda/gemm_candidates.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/gemm_tuner.h"
 #endif
 
 namespace dflash {
@@ -36,24 +36,12 @@ int time_gemm_shapes(Context& ctx, const std::vector<std::pair<GemmShape, int64_
   double total = 0, saved = 0;
   const int dev = ctx.device().index;
   for (const auto& [s, calls] : shapes) {
-    const size_t a_bytes = size_t(s.M * s.K) * 2, b_bytes = size_t(s.K * s.N) * 2,
-                 c_bytes = size_t(s.M * s.N) * (s.c_bf16 ? 2 : 4);
-    void* A = cuda_backend::alloc(dev, a_bytes);
-    void* B = cuda_backend::alloc(dev, b_bytes);
-    void* C = cuda_backend::alloc(dev, c_bytes);
-    kernels::cuda::fill_hashed(A, true, s.M * s.K, 1, ctx.cuda_stream());
-    kernels::cuda::fill_hashed(B, true, s.K * s.N, 2, ctx.cuda_stream());
-    kernels::cuda::GemmArgs g{s.M, s.N, s.K, A, s.ta ? s.M : s.K, s.ta, B, s.tb ? s.K : s.N, s.tb, C, s.N,
-                              1.0f, 0.0f, true, s.c_bf16};
-    const kernels::cuda::GemmCandidates t = kernels::cuda::time_gemm_candidates(
-        g, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), ctx.cuda_stream(), candidates, reps);
+    const GemmKey key{s.M, s.N, s.K, s.ta ? s.M : s.K, s.tb ? s.K : s.N, s.N, s.ta, s.tb, true, s.c_bf16, false};
+    void* scratch = cuda_backend::alloc(dev, gemm_scratch_bytes(key));
+    const kernels::cuda::GemmCandidates t = time_gemm_on_scratch(ctx, key, scratch, candidates, reps);
     ctx.synchronize();
-    cuda_backend::free(dev, A);
-    cuda_backend::free(dev, B);
-    cuda_backend::free(dev, C);
-    const kernels::cuda::GemmCandidate* best = nullptr;
-    for (const auto& c : t.candidates)
-      if (!best || c.ms < best->ms) best = &c;
+    cuda_backend::free(dev, scratch);
+    const kernels::cuda::GemmCandidate* best = fastest(t);
     const double best_ms = best ? std::min(best->ms, t.default_ms) : t.default_ms;
     const double save = double(calls) * (t.default_ms - best_ms);
     total += double(calls) * t.default_ms;

@@ -17,7 +17,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "graphs/program.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/gemm_candidates.h"
 #include "runtime/cuda/gemm_tuner.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
@@ -254,8 +253,7 @@ TEST_SUITE("gpu-optimizer") {
                  tC = make_float({M * N}, C0, dc);
           kernels::cuda::GemmArgs g{M, N, K, tA.raw(), ta ? M : K, ta, tB.raw(), tb ? K : N, tb, tC.raw(), N,
                                     1.0f, 1.0f, true, c_bf16};
-          const kernels::cuda::GemmCandidates cands = kernels::cuda::time_gemm_candidates(
-              g, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), ctx.cuda_stream(), 16, 1);
+          const kernels::cuda::GemmCandidates cands = time_gemm(ctx, g, 16, 1);
           REQUIRE(!cands.candidates.empty());
           const std::vector<double> want = gemm_reference(M, N, K, A, ta, B, tb, C0, 1.0, 1.0);
           double max_ref = 0;
@@ -317,8 +315,7 @@ TEST_SUITE("gpu-optimizer") {
     CHECK((!ctx.gemm_table().find(key) || (*ctx.gemm_table().find(key))[0] != 999999));
     kernels::cuda::GemmArgs probe{160, 192, 256, x.raw(), 256, false, w.raw(), 256, true, out.raw(), 192, 1.0f, 0.0f,
                                   true, true};
-    const kernels::cuda::GemmCandidates cands = kernels::cuda::time_gemm_candidates(
-        probe, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), ctx.cuda_stream(), 16, 1);
+    const kernels::cuda::GemmCandidates cands = time_gemm(ctx, probe, 16, 1);
     REQUIRE(!cands.candidates.empty());
     GemmAlgoConfig last;
     std::copy(cands.candidates.back().config_values, cands.candidates.back().config_values + 9, last.begin());

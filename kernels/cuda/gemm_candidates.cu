@@ -20,10 +20,6 @@ void lt_check(cublasStatus_t st, const char* what) {
                              std::to_string(int(st)));
 }
 
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("gemm candidates: ") + what + ": " + cudaGetErrorString(e));
-}
-
 template <class T>
 __global__ void fill_hashed_kernel(T* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -35,22 +31,6 @@ __global__ void fill_hashed_kernel(T* p, int64_t n, uint32_t seed) {
   }
 }
 
-// Mean ms of `reps` calls of launch() on the stream, after one untimed call.
-double mean_ms(cudaStream_t s, int reps, const std::function<void()>& launch) {
-  launch();
-  cudaEvent_t a, b;
-  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
-  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
-  cuda_check(cudaEventRecord(a, s), "cudaEventRecord");
-  for (int i = 0; i < reps; ++i) launch();
-  cuda_check(cudaEventRecord(b, s), "cudaEventRecord");
-  cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
-  float ms = 0;
-  cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return double(ms) / reps;
-}
 }  // namespace
 
 bool lt_config_runs(const GemmArgs& g, const int32_t config[9]) {
@@ -72,12 +52,19 @@ void fill_hashed(void* p, bool bf16, int64_t n, uint32_t seed, void* stream) {
 }
 
 GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void* workspace, size_t workspace_bytes,
-                                    void* stream, int max_candidates, int reps) {
+                                    void* stream, int max_candidates, int reps, const DeviceTimer& time_ms) {
   cudaStream_t s = as_stream(stream);
+  // Mean of `reps` launches after one untimed launch.
+  auto mean_ms = [&](const std::function<void()>& launch) {
+    launch();
+    return time_ms([&] {
+      for (int i = 0; i < reps; ++i) launch();
+    }) / reps;
+  };
   GemmCandidates out;
   GemmArgs plain = g;
   plain.lt_config = nullptr;
-  out.default_ms = mean_ms(s, reps, [&] { gemm(plain, cublas_handle, stream); });
+  out.default_ms = mean_ms([&] { gemm(plain, cublas_handle, stream); });
   const LtGemm d(g);
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -106,7 +93,7 @@ GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void
                   c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], double(r.wavesCount));
     cand.config = text;
     cand.workspace = r.workspaceSize;
-    cand.ms = mean_ms(s, reps, [&] { d.run(g, r.algo, workspace, workspace_bytes, s); });
+    cand.ms = mean_ms([&] { d.run(g, r.algo, workspace, workspace_bytes, s); });
     out.candidates.push_back(cand);
   }
   return out;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,13 +23,16 @@ struct GemmCandidates {
   std::vector<GemmCandidate> candidates;  // cuBLASLt's heuristic order (the first is its own pick)
 };
 
+// Device time in ms of the work a function enqueues (runtime/cuda/cuda_backend.h's time_ms).
+using DeviceTimer = std::function<double(const std::function<void()>&)>;
+
 // Times `reps` launches of g (its A, B, C pointers must be valid device buffers; C is overwritten)
 // through cublasGemmEx and through each of cuBLASLt's first `max_candidates` heuristic candidates
 // whose split-K reduction is deterministic (none, or in a workspace buffer; never in place). The
 // cuBLAS handle must be bound to `stream` (as gemm() requires); the workspace is the one bound
 // to it, which the Lt candidates share.
 GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void* workspace, size_t workspace_bytes,
-                                    void* stream, int max_candidates, int reps);
+                                    void* stream, int max_candidates, int reps, const DeviceTimer& time_ms);
 
 // Whether this cuBLAS on this GPU can run `config` (9 integers, runtime/gemm_tuning.h) for g's
 // shape and types (cublasLtMatmulAlgoCheck; g's pointers are not read).

@@ -1,11 +1,12 @@
 // Startup GEMM tuning on the GPU (runtime/cuda/gemm_tuner.h).
 #include "runtime/cuda/gemm_tuner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
-#include "kernels/cuda/gemm_candidates.h"
 #include "runtime/context.h"
+#include "runtime/cuda/cuda_backend.h"
 
 namespace dflash {
 
@@ -18,40 +19,65 @@ std::string GemmTuning::summary() const {
   return s;
 }
 
+namespace {
+size_t aligned(size_t bytes) { return (bytes + 255) & ~size_t(255); }
+size_t a_bytes(const GemmKey& k) {
+  return aligned(size_t((k.ta ? k.K - 1 : k.M - 1) * k.lda + (k.ta ? k.M : k.K)) * (k.ab_bf16 ? 2 : 4));
+}
+size_t b_bytes(const GemmKey& k) {
+  return aligned(size_t((k.tb ? k.N - 1 : k.K - 1) * k.ldb + (k.tb ? k.K : k.N)) * (k.ab_bf16 ? 2 : 4));
+}
+size_t c_bytes(const GemmKey& k) { return aligned(size_t((k.M - 1) * k.ldc + k.N) * (k.c_bf16 ? 2 : 4)); }
+kernels::cuda::GemmArgs args_of(const GemmKey& k, const void* A, const void* B, void* C) {
+  return {k.M, k.N, k.K, A, k.lda, k.ta, B, k.ldb, k.tb, C, k.ldc, 1.0f, k.accumulate ? 1.0f : 0.0f, k.ab_bf16, k.c_bf16};
+}
+}  // namespace
+
+kernels::cuda::GemmCandidates time_gemm(Context& ctx, const kernels::cuda::GemmArgs& g, int candidates, int reps) {
+  void* stream = ctx.cuda_stream();
+  return kernels::cuda::time_gemm_candidates(
+      g, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), stream, candidates, reps,
+      [stream](const std::function<void()>& submit) { return cuda_backend::time_ms(stream, submit); });
+}
+
+size_t gemm_scratch_bytes(const GemmKey& k) { return a_bytes(k) + b_bytes(k) + c_bytes(k); }
+
+kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& k, void* scratch, int candidates,
+                                                   int reps) {
+  char* A = static_cast<char*>(scratch);
+  char* B = A + a_bytes(k);
+  char* C = B + b_bytes(k);
+  const size_t ab = k.ab_bf16 ? 2 : 4, cb = k.c_bf16 ? 2 : 4;
+  kernels::cuda::fill_hashed(A, k.ab_bf16, int64_t(a_bytes(k) / ab), 1, ctx.cuda_stream());
+  kernels::cuda::fill_hashed(B, k.ab_bf16, int64_t(b_bytes(k) / ab), 2, ctx.cuda_stream());
+  kernels::cuda::fill_hashed(C, k.c_bf16, int64_t(c_bytes(k) / cb), 3, ctx.cuda_stream());
+  return time_gemm(ctx, args_of(k, A, B, C), candidates, reps);
+}
+
+const kernels::cuda::GemmCandidate* fastest(const kernels::cuda::GemmCandidates& t) {
+  const kernels::cuda::GemmCandidate* best = nullptr;
+  for (const kernels::cuda::GemmCandidate& c : t.candidates)
+    if (!best || c.ms < best->ms) best = &c;
+  return best;
+}
+
 GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int reps) {
   const auto t0 = std::chrono::steady_clock::now();
   GemmTuning r;
   r.shapes = ctx.planned_gemms().size();
-  char* base = static_cast<char*>(scratch);
-  auto aligned = [](size_t b) { return (b + 255) & ~size_t(255); };
   for (const GemmKey& k : ctx.planned_gemms()) {
     if (const GemmAlgoConfig* kept = ctx.gemm_table().find(k)) {
-      const kernels::cuda::GemmArgs shape{k.M, k.N, k.K, nullptr, k.lda, k.ta, nullptr, k.ldb, k.tb, nullptr, k.ldc,
-                                          1.0f, k.accumulate ? 1.0f : 0.0f, k.ab_bf16, k.c_bf16};
-      if (kernels::cuda::lt_config_runs(shape, kept->data())) continue;
+      if (kernels::cuda::lt_config_runs(args_of(k, nullptr, nullptr, nullptr), kept->data())) continue;
       ctx.gemm_table().erase(k);
       ++r.dropped;
     }
-    const size_t ab = k.ab_bf16 ? 2 : 4, cb = k.c_bf16 ? 2 : 4;
-    const size_t a_bytes = aligned(size_t((k.ta ? k.K - 1 : k.M - 1) * k.lda + (k.ta ? k.M : k.K)) * ab);
-    const size_t b_bytes = aligned(size_t((k.tb ? k.N - 1 : k.K - 1) * k.ldb + (k.tb ? k.K : k.N)) * ab);
-    const size_t c_bytes = aligned(size_t((k.M - 1) * k.ldc + k.N) * cb);
-    if (a_bytes + b_bytes + c_bytes > scratch_bytes) continue;
-    void *A = base, *B = base + a_bytes, *C = base + a_bytes + b_bytes;
-    kernels::cuda::fill_hashed(A, k.ab_bf16, int64_t(a_bytes / ab), 1, ctx.cuda_stream());
-    kernels::cuda::fill_hashed(B, k.ab_bf16, int64_t(b_bytes / ab), 2, ctx.cuda_stream());
-    kernels::cuda::fill_hashed(C, k.c_bf16, int64_t(c_bytes / cb), 3, ctx.cuda_stream());
-    const kernels::cuda::GemmArgs g{k.M, k.N, k.K, A, k.lda, k.ta, B, k.ldb, k.tb, C, k.ldc,
-                                    1.0f, k.accumulate ? 1.0f : 0.0f, k.ab_bf16, k.c_bf16};
-    const kernels::cuda::GemmCandidates t = kernels::cuda::time_gemm_candidates(
-        g, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), ctx.cuda_stream(), 16, reps);
+    if (gemm_scratch_bytes(k) > scratch_bytes) continue;
+    const kernels::cuda::GemmCandidates t = time_gemm_on_scratch(ctx, k, scratch, 16, reps);
     ++r.timed;
-    const kernels::cuda::GemmCandidate* best = nullptr;
-    for (const kernels::cuda::GemmCandidate& c : t.candidates)
-      if (!best || c.ms < best->ms) best = &c;
+    const kernels::cuda::GemmCandidate* best = fastest(t);
     if (best && best->ms < 0.98 * t.default_ms) {
       GemmAlgoConfig cfg;
-      for (int i = 0; i < 9; ++i) cfg[size_t(i)] = best->config_values[i];
+      std::copy(best->config_values, best->config_values + 9, cfg.begin());
       ctx.gemm_table().set(k, cfg);
       ++r.chosen;
       r.saved_ms += t.default_ms - best->ms;

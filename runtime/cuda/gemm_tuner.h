@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/cuda/gemm_candidates.h"
+#include "runtime/gemm_tuning.h"
+
 namespace dflash {
 
 class Context;
@@ -19,6 +22,17 @@ struct GemmTuning {
   double seconds = 0;   // the tuning's wall time
   std::string summary() const;
 };
+
+// g (valid device operands) timed on the context's stream, handle and workspace: cuBLAS's own
+// algorithm and cuBLASLt's first `candidates` deterministic ones, `reps` launches each.
+kernels::cuda::GemmCandidates time_gemm(Context& ctx, const kernels::cuda::GemmArgs& g, int candidates, int reps);
+// The same for shape k on hashed operands laid out from `scratch`, which must hold
+// gemm_scratch_bytes(k) bytes.
+size_t gemm_scratch_bytes(const GemmKey& k);
+kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& k, void* scratch, int candidates,
+                                                   int reps);
+// The fastest candidate, or null when there is none.
+const kernels::cuda::GemmCandidate* fastest(const kernels::cuda::GemmCandidates& t);
 
 // scratch: device memory nothing else uses during the call (the arena, before recording).
 // Shapes already in the table keep their choice when this cuBLAS and GPU can run it (a table
