@@ -44,18 +44,25 @@ int time_gemm_shapes(Context& ctx, const std::vector<std::pair<GemmShape, int64_
     const kernels::cuda::GemmCandidate* best = fastest(t);
     const double best_ms = best ? std::min(best->ms, t.default_ms) : t.default_ms;
     const double save = double(calls) * (t.default_ms - best_ms);
+    size_t refused = 0;
+    for (const kernels::cuda::GemmCandidate& c : t.candidates) {
+      if (c.agrees) continue;
+      ++refused;
+      std::printf("  refused (results unlike cuBLAS's, error %.3g): %s\n", c.error, c.config.c_str());
+    }
     total += double(calls) * t.default_ms;
     saved += save;
     char name[64];
     std::snprintf(name, sizeof name, "M=%lld N=%lld K=%lld %c%c ->%s", (long long)s.M, (long long)s.N, (long long)s.K,
                   s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.c_bf16 ? "bf16" : "f32");
-    std::printf("%-34s %6lld %10.4f %10.4f %10.4f %10.4f  %s (%zu candidates)\n", name, (long long)calls, t.default_ms,
-                t.candidates.empty() ? 0.0 : t.candidates[0].ms, best_ms, save,
-                best && best->ms < t.default_ms ? best->config.c_str() : "cublasGemmEx's own", t.candidates.size());
+    std::printf("%-34s %6lld %10.4f %10.4f %10.4f %10.4f  %s (%zu candidates, %zu refused)\n", name, (long long)calls,
+                t.default_ms, t.candidates.empty() ? 0.0 : t.candidates[0].ms, best_ms, save,
+                best && best->ms < t.default_ms ? best->config.c_str() : "cublasGemmEx's own", t.candidates.size(),
+                refused);
     std::printf("{\"gemm\":{\"shape\":\"%s\",\"calls\":%lld,\"cublas_ms\":%.6f,\"lt0_ms\":%.6f,\"best_ms\":%.6f,"
-                "\"candidates\":%zu,\"best\":\"%s\"}}\n",
+                "\"candidates\":%zu,\"refused\":%zu,\"best\":\"%s\"}}\n",
                 name, (long long)calls, t.default_ms, t.candidates.empty() ? 0.0 : t.candidates[0].ms, best_ms,
-                t.candidates.size(), best ? best->config.c_str() : "");
+                t.candidates.size(), refused, best ? best->config.c_str() : "");
   }
   std::printf("GEMMs alone: %.3f ms per step with cuBLAS's own algorithms; the best candidates would save %.3f ms "
               "(%.1f %%)\n",

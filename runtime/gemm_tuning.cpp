@@ -30,11 +30,14 @@ std::string GemmTable::to_text() const {
   std::vector<std::string> lines;
   for (const auto& [k, c] : choices_) {
     std::string line = k.text() + " :";
-    for (int32_t v : c) line += " " + std::to_string(v);
+    if (is_cublas_default(c)) line += " cublas";
+    else
+      for (int32_t v : c) line += " " + std::to_string(v);
     lines.push_back(line);
   }
   std::sort(lines.begin(), lines.end());
-  std::string out = "# dflash GEMM table: <shape> : cuBLASLt algo id tile stages splitk reduction swizzle custom inner cluster\n";
+  std::string out = "# dflash GEMM table: <shape> : cuBLASLt algo id tile stages splitk reduction swizzle custom inner cluster, "
+                    "or cublas (cublasGemmEx's own algorithm)\n";
   for (const std::string& l : lines) out += l + "\n";
   return out;
 }
@@ -61,13 +64,19 @@ GemmTable GemmTable::parse(const std::string& text, const std::string& source) {
               (beta == 0 || beta == 1);
     if (ok) {
       std::istringstream rest(line.substr(size_t(used)));
-      for (int32_t& v : cfg) ok = ok && static_cast<bool>(rest >> v);
-      std::string extra;
+      std::string word, extra;
+      if (std::istringstream(line.substr(size_t(used))) >> word && word == "cublas") {
+        rest >> word;
+        cfg = kCublasDefault;
+      } else {
+        for (int32_t& v : cfg) ok = ok && static_cast<bool>(rest >> v);
+        ok = ok && !is_cublas_default(cfg);  // -1 0 ... 0 is written "cublas"
+      }
       ok = ok && !(rest >> extra);
     }
     DF_CHECK(ok, source << ", line " << n << ": '" << line
                         << "' is not a GEMM table line (\"M=.. N=.. K=.. lda=.. ldb=.. ldc=.. NT bf16->bf16 beta=0 : "
-                           "<9 integers>\"); delete the file to tune the GEMMs again");
+                           "<9 integers> or cublas\"); delete the file to tune the GEMMs again");
     k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
     k.ta = ta == 'T', k.tb = tb == 'T', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = beta == 1;
     DF_CHECK(!t.find(k), source << ", line " << n << ": the shape " << k.text()

@@ -1,7 +1,7 @@
 // GEMM algorithm choices made at startup: for each GEMM shape of a context's programs, the
-// cuBLASLt algorithm configuration that ran fastest when timed (runtime/cuda/gemm_tuning.cpp),
-// used by every launch of that shape, eager or recorded; shapes without a choice keep
-// cublasGemmEx's own algorithm. Plain C++: the table, its keys and its text form.
+// cuBLASLt algorithm configuration that ran fastest when timed (runtime/cuda/gemm_tuner.cpp), or
+// cublasGemmEx's own algorithm when none beat it, used by every launch of that shape, eager or
+// recorded; shapes without an entry (tuning off) keep cublasGemmEx's own algorithm. Plain C++: the table, its keys and its text form.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -25,6 +25,10 @@ struct GemmKeyHash {
 // A cuBLASLt algorithm: id, tile, stages, split-K, reduction scheme, CTA swizzling, custom option,
 // inner shape, cluster shape (cublasLtMatmulAlgoConfigAttributes_t 0..8).
 using GemmAlgoConfig = std::array<int32_t, 9>;
+// The choice "cublasGemmEx's own algorithm" (written "cublas" in the text form): the shape was
+// timed and no candidate beat it.
+inline constexpr GemmAlgoConfig kCublasDefault{-1, 0, 0, 0, 0, 0, 0, 0, 0};
+inline bool is_cublas_default(const GemmAlgoConfig& c) { return c == kCublasDefault; }
 
 class GemmTable {
  public:
@@ -35,8 +39,8 @@ class GemmTable {
   void set(const GemmKey& k, const GemmAlgoConfig& c) { choices_[k] = c; }
   void erase(const GemmKey& k) { choices_.erase(k); }
   size_t size() const { return choices_.size(); }
-  // One line per choice, sorted: "<key text> : <9 integers>"; parse() reads it back and names
-  // `source` and the line in its errors.
+  // One line per choice, sorted: "<key text> : <9 integers>" or "<key text> : cublas"; parse()
+  // reads it back and names `source` and the line in its errors.
   std::string to_text() const;
   static GemmTable parse(const std::string& text, const std::string& source);
 

@@ -82,7 +82,8 @@ for s in "${steps[@]}"; do
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
-    bench-tuned) step bench-tuned timeout 300 ./build/dflash-bench step --cuda --model=qwen3-8b --steps=20 --gemm-tuning ;;
+    bench-tuned) step bench-tuned timeout 300 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 \
+      --bucket=2048:256 --bucket=4096:512 --steps=20 --gemm-tuning ;;
     bench-4096) step bench-4096 timeout 300 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 \
       --steps=20 --arena-gb=2.49 && ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20" ;;
     bench-spec) step bench-spec timeout 500 ./build/dflash-bench spec --cuda --model=qwen3-8b --context=1024 \

@@ -11,15 +11,20 @@ TEST_SUITE("gemm-table") {
     const GemmKey a{8192, 4096, 12288, 12288, 12288, 4096, false, false, true, true, false};
     const GemmKey b{12288, 4096, 8192, 12288, 4096, 4096, true, false, true, false, true};
     const GemmKey c{3, 5, 7, 7, 7, 5, false, true, false, false, false};
+    const GemmKey d{64, 32, 32, 64, 32, 32, true, false, true, false, false};
     t.set(a, GemmAlgoConfig{66, 29, 35, 1, 0, 0, 1, 0, 0});
     t.set(b, GemmAlgoConfig{66, 20, 35, 4, 2, 1, 3, 7, 2});
     t.set(c, GemmAlgoConfig{-1, 0, 0, 1, 4, 0, 0, 0, 0});
+    t.set(d, kCublasDefault);
     const std::string text = t.to_text();
     CHECK(text.find("M=8192 N=4096 K=12288 lda=12288 ldb=12288 ldc=4096 NN bf16->bf16 beta=0 : 66 29 35 1 0 0 1 0 0") !=
           std::string::npos);
+    CHECK(text.find("M=64 N=32 K=32 lda=64 ldb=32 ldc=32 TN bf16->f32 beta=0 : cublas\n") != std::string::npos);
     const GemmTable back = GemmTable::parse(text, "gemm_table.txt");
-    REQUIRE(back.size() == 3);
-    for (const GemmKey& k : {a, b, c}) {
+    REQUIRE(back.size() == 4);
+    CHECK(is_cublas_default(*back.find(d)));
+    CHECK_FALSE(is_cublas_default(*back.find(c)));
+    for (const GemmKey& k : {a, b, c, d}) {
       REQUIRE(back.find(k));
       CHECK(*back.find(k) == *t.find(k));
     }
@@ -38,7 +43,10 @@ TEST_SUITE("gemm-table") {
           std::string("M=3 N=5 K=7 lda=7 ldb=7 ldc=5 NT f16->f32 beta=0 : 1 2 3 4 5 6 7 8 9"),
           std::string("M=0 N=5 K=7 lda=7 ldb=7 ldc=5 NT f32->f32 beta=0 : 1 2 3 4 5 6 7 8 9"),
           std::string("M=3 N=5 K=7 lda=7 ldb=7 ldc=5 NT f32->f32 beta=2 : 1 2 3 4 5 6 7 8 9"),
-          std::string("M=3 N=5 K=7 NT f32->f32 beta=0 : 1 2 3 4 5 6 7 8 9")}) {
+          std::string("M=3 N=5 K=7 NT f32->f32 beta=0 : 1 2 3 4 5 6 7 8 9"),
+          std::string("M=3 N=5 K=7 lda=7 ldb=7 ldc=5 NT f32->f32 beta=0 : cublas 1"),
+          std::string("M=3 N=5 K=7 lda=7 ldb=7 ldc=5 NT f32->f32 beta=0 : cuBLAS"),
+          std::string("M=3 N=5 K=7 lda=7 ldb=7 ldc=5 NT f32->f32 beta=0 : -1 0 0 0 0 0 0 0 0")}) {
       INFO(bad);
       CHECK_THROWS_WITH_AS(GemmTable::parse(good + "\n" + bad + "\n", "run/gemm_table.txt"),
                            doctest::Contains(("run/gemm_table.txt, line 2: '" + bad + "' is not a GEMM table line").c_str()),

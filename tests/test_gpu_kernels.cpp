@@ -324,6 +324,44 @@ TEST_SUITE("gpu-kernels") {
         }
     }
   }
+
+  TEST_CASE("rmsnorm forward: register-resident rows (G lanes x P packs) and the looping fallback") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    struct Case {
+      int64_t rows, D, offset;
+    };
+    // bf16 (packs of 8): 4096 = 32 lanes x 16 packs, 128 = 16 lanes x 1 (two rows a warp; 77 rows
+    // end inside a warp), 256 = 32 x 1, 16 = 2 x 1, 1000 and 40: the looping kernel. f32 (packs
+    // of 4): 4096 loops (32 packs a lane is too many), 2048 = 32 x 16, 128 = 32 x 1. Offset 1: the
+    // scalar fallback.
+    for (Case c : {Case{5000, 4096, 0}, Case{5000, 128, 0}, Case{77, 128, 0}, Case{9, 256, 0}, Case{33, 16, 0},
+                   Case{5, 2048, 0}, Case{2, 1000, 0}, Case{130, 40, 0}, Case{300, 128, 1}}) {
+      const int64_t n = c.rows * c.D;
+      std::vector<float> w32 = random_floats(size_t(c.D), 55, 0.2f);
+      for (float& v : w32) v += 1.0f;
+      for (bool bf16 : {false, true})
+        for (bool with_rstd : {true, false}) {
+          INFO("rows " << c.rows << " D " << c.D << " offset " << c.offset << " dtype " << name_of(bf16)
+                       << " rstd " << with_rstd);
+          const DType dt = float_dtype(bf16);
+          const std::vector<float> x = round_to(dt, random_floats(size_t(n), 56, 3.0f)), w = round_to(dt, w32);
+          std::vector<float> want_y(static_cast<size_t>(n)), want_rstd(static_cast<size_t>(c.rows));
+          kernels::cpu::rmsnorm_forward(x.data(), w.data(), want_y.data(), want_rstd.data(), c.rows, c.D, 1e-6f);
+          const std::vector<float> nans(size_t(n), std::nanf("")), rstd_nans(size_t(c.rows), std::nanf(""));
+          Buf bx = upload(x, dt, c.offset), bw = upload(w, dt, 0), by = upload(nans, dt, c.offset),
+              brstd = upload(rstd_nans, DType::f32, 0);
+          kernels::cuda::rmsnorm_forward(bx.ptr(), bw.ptr(), by.ptr(), bf16,
+                                         with_rstd ? static_cast<float*>(brstd.ptr()) : nullptr, c.rows, c.D, 1e-6f,
+                                         stream(ctx));
+          const std::vector<float> got_y = by.read(), got_rstd = brstd.read();
+          CHECK(rel_err(got_y, round_to(dt, want_y)) <= (bf16 ? 1e-2 : 1e-5));  // every row written
+          if (with_rstd) CHECK(rel_err(got_rstd, want_rstd) <= 1e-5);
+          else CHECK(std::isnan(got_rstd[0]));
+        }
+    }
+  }
 }
 
 // Probes for compute-sanitizer initcheck (scripts/gpu-check.sh runs it on "gpu-sanitize"). The

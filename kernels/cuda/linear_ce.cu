@@ -34,12 +34,14 @@ __device__ __forceinline__ SoftmaxState combine(SoftmaxState a, SoftmaxState b) 
 }
 
 // logits (c, V) of T; one block per row r of the chunk; lse, ce, argmax (c).
-// Each thread scans its elements in increasing index order; a NaN never becomes the max but
-// makes the sum NaN. The first maximum wins, and like the CPU scan, a NaN in column 0 (or a row
-// where nothing exceeds -inf) gives argmax 0. With dlogits (training), a second pass writes the
-// loss gradient for a unit upstream gradient, exactly as ce_rows_backward_kernel with dloss 1:
-// weights[r] * (softmax - onehot(label)); 0 for weight 0 or label -1; NaN for a bad label.
-// dlogits may alias logits: every element is read and then written by the same thread, and the
+// Each thread scans its packs of N in increasing index order: the pack's first maximum (NaN never
+// is one) moves the running max once, then the pack's exps are summed, each independent of the
+// others (a NaN makes the sum NaN, -inf adds nothing). The first maximum wins, and like the CPU
+// scan, a NaN in column 0 (or a row where nothing exceeds -inf) gives argmax 0. With dlogits
+// (training), a second pass writes the loss gradient for a unit upstream gradient, exactly as
+// ce_rows_backward_kernel with dloss 1: weights[r] * (softmax - onehot(label)); 0 for weight 0 or
+// label -1; NaN for a bad label; one N-wide store per pack.
+// dlogits may alias logits: every pack is read and then written by the same thread, and the
 // row's single reads (x[0], x[label]) come before the barrier that precedes the writes.
 template <int N, class T>
 __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, const float* weights, int64_t V,
@@ -49,19 +51,27 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
   const int64_t r = blockIdx.x;
   const T* x = logits + r * V;
   SoftmaxState st{-INFINITY, 0.0f, V};
+#pragma unroll 4  // several packs' loads in flight
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
-    Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
+    const Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
+    float xs[N];
+    float pack_max = -INFINITY;
+    int pack_best = -1;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const float xv = to_float(v.v[k]);
-      if (xv > st.m) {
-        st.s = st.s * expf(st.m - xv) + 1.0f;
-        st.m = xv;
-        st.best = j + k;
-      } else if (xv != -INFINITY) {
-        st.s += expf(xv - st.m);
-      }
+      xs[k] = to_float(v.v[k]);
+      if (xs[k] > pack_max) pack_max = xs[k], pack_best = k;
     }
+    if (pack_max > st.m) {
+      st.s *= expf(st.m - pack_max);  // exp(-inf) = 0 keeps a NaN sum NaN
+      st.m = pack_max;
+      st.best = j + pack_best;
+    }
+    float pack_sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (xs[k] != -INFINITY) pack_sum += expf(xs[k] - st.m);
+    st.s += pack_sum;
   }
   for (int o = 16; o > 0; o >>= 1) {
     SoftmaxState other{__shfl_xor_sync(0xffffffffu, st.m, o), __shfl_xor_sync(0xffffffffu, st.s, o),
@@ -85,20 +95,25 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
   __syncthreads();
   T* d = dlogits + r * V;
   const float w = weights[r];
-  if (w == 0.0f || label == kIgnoredLabel || label < 0 || int64_t(label) >= V) {
-    const float fill = (w == 0.0f || label == kIgnoredLabel) ? 0.0f : NAN;
-    for (int64_t v = threadIdx.x; v < V; v += kThreads) d[v] = from_float<T>(fill);
-    return;
-  }
+  const bool zero_or_bad = w == 0.0f || label == kIgnoredLabel || label < 0 || int64_t(label) >= V;
+  const float fill = (w == 0.0f || label == kIgnoredLabel) ? 0.0f : NAN;
   const float row_lse = s_lse;
+#pragma unroll 4
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
-    Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
+    Vec<T, N> out;
+    if (zero_or_bad) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) {
-      float g = w * expf(to_float(v.v[k]) - row_lse);
-      if (j + k == label) g -= w;
-      d[j + k] = from_float<T>(g);
+      for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(fill);
+    } else {
+      const Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        float g = w * expf(to_float(v.v[k]) - row_lse);
+        if (j + k == label) g -= w;
+        out.v[k] = from_float<T>(g);
+      }
     }
+    *reinterpret_cast<Vec<T, N>*>(d + j) = out;
   }
 }
 
@@ -167,14 +182,15 @@ void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const
     ce_rows_forward_kernel<N, T>
         <<<unsigned(n), kThreads, 0, s>>>(x, labels, weights, V, lse, ce, argmax, static_cast<T*>(dlogits));
   };
-  // 16-byte loads where every row starts aligned.
+  // 16-byte loads and stores where every row starts aligned.
+  const bool packs = aligned16(logits) && (!dlogits || aligned16(dlogits));
   if (bf16) {
     auto* x = static_cast<const bf16_t*>(logits);
-    V % 8 == 0 && aligned16(logits) ? launch(std::integral_constant<int, 8>{}, x)
+    V % 8 == 0 && packs ? launch(std::integral_constant<int, 8>{}, x)
                                     : launch(std::integral_constant<int, 1>{}, x);
   } else {
     auto* x = static_cast<const float*>(logits);
-    V % 4 == 0 && aligned16(logits) ? launch(std::integral_constant<int, 4>{}, x)
+    V % 4 == 0 && packs ? launch(std::integral_constant<int, 4>{}, x)
                                     : launch(std::integral_constant<int, 1>{}, x);
   }
   check_launch("ce_rows_forward");

@@ -44,6 +44,70 @@ __global__ void rmsnorm_forward_kernel(const T* x, const T* w, T* y, float* rstd
   }
 }
 
+// Rows of D = G * N * P (G lanes a row, a power of two <= 32; P packs a lane): the row's packs
+// are loaded once, all at once, and held in registers; lane q owns packs q, q + G, ... in that
+// order. The square sum is each lane's in pack order, then a butterfly over the row's G lanes:
+// for G = 32 the order of rmsnorm_forward_kernel, and for G < 32 the same bits too (its missing
+// lanes add zeros). Rows past the end still reach the shuffles.
+template <class T, int N, int P>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_forward_resident_kernel(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t D, float eps,
+                                    int G) {
+  const int q = int(threadIdx.x) % G;
+  const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
+  const bool on = r < rows;
+  Vec<T, N> v[P];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(x + r * D + (int64_t(k) * G + q) * N);
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float f = on ? to_float(v[k].v[i]) : 0.0f;
+      ss += f * f;
+    }
+  for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (!on) return;
+  const float s = 1.0f / sqrtf(ss / float(D) + eps);
+  if (rstd && q == 0) rstd[r] = s;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int64_t j = (int64_t(k) * G + q) * N;
+    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + j);
+    Vec<T, N> o;
+#pragma unroll
+    for (int i = 0; i < N; ++i) o.v[i] = from_float<T>(to_float(v[k].v[i]) * s * to_float(wv.v[i]));
+    *reinterpret_cast<Vec<T, N>*>(y + r * D + j) = o;
+  }
+}
+
+// The resident kernel when D splits into G lanes of P <= 16 packs of N, else the looping one.
+template <class T, int N>
+bool launch_forward_resident(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t D, float eps,
+                             cudaStream_t s) {
+  if (N == 1 || D % N != 0) return false;
+  const int64_t packs = D / N;
+  int G = 32;
+  while (G > 1 && G / 2 >= packs) G /= 2;
+  if (packs % G != 0) return false;
+  const int64_t P = packs / G;
+  const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
+  auto go = [&](auto p_tag) {
+    rmsnorm_forward_resident_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, G);
+  };
+  switch (P) {
+    case 1: go(std::integral_constant<int, 1>{}); return true;
+    case 2: go(std::integral_constant<int, 2>{}); return true;
+    case 4: go(std::integral_constant<int, 4>{}); return true;
+    case 8: go(std::integral_constant<int, 8>{}); return true;
+    case 16: go(std::integral_constant<int, 16>{}); return true;
+    default: return false;
+  }
+}
+
 template <class T, int N>
 void launch_forward(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t D, float eps,
                     cudaStream_t s) {
@@ -302,10 +366,12 @@ void rmsnorm_forward(const void* x, const void* w, void* y, bool bf16, float* rs
   cudaStream_t s = as_stream(stream);
   const bool aligned = aligned16(x) && aligned16(w) && aligned16(y);
   if (bf16) {
-    if (aligned && D % 8 == 0) launch_forward<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s);
+    if (aligned && launch_forward_resident<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s)) {
+    } else if (aligned && D % 8 == 0) launch_forward<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s);
     else launch_forward<bf16_t, 1>(x, w, y, rstd, rows, D, eps, s);
   } else {
-    if (aligned && D % 4 == 0) launch_forward<float, 4>(x, w, y, rstd, rows, D, eps, s);
+    if (aligned && launch_forward_resident<float, 4>(x, w, y, rstd, rows, D, eps, s)) {
+    } else if (aligned && D % 4 == 0) launch_forward<float, 4>(x, w, y, rstd, rows, D, eps, s);
     else launch_forward<float, 1>(x, w, y, rstd, rows, D, eps, s);
   }
   check_launch("rmsnorm_forward");

@@ -14,8 +14,9 @@ std::string GemmTuning::summary() const {
   char s[256];
   std::snprintf(s, sizeof s,
                 "GEMM tuning: %zu shapes, %zu timed, %zu run by a cuBLASLt candidate (%.3f ms less per call of each, "
-                "timed alone); %zu saved choices this GPU cannot run, tuned again; %.2f s",
-                shapes, timed, chosen, saved_ms, dropped, seconds);
+                "timed alone); %zu candidates refused (results unlike cuBLAS's); %zu saved choices this GPU cannot "
+                "run, tuned again; %.2f s",
+                shapes, timed, chosen, saved_ms, wrong, dropped, seconds);
   return s;
 }
 
@@ -33,14 +34,17 @@ kernels::cuda::GemmArgs args_of(const GemmKey& k, const void* A, const void* B, 
 }
 }  // namespace
 
-kernels::cuda::GemmCandidates time_gemm(Context& ctx, const kernels::cuda::GemmArgs& g, int candidates, int reps) {
+kernels::cuda::GemmCandidates time_gemm(Context& ctx, const kernels::cuda::GemmArgs& g, int candidates, int reps,
+                                        void* check) {
   void* stream = ctx.cuda_stream();
   return kernels::cuda::time_gemm_candidates(
       g, ctx.cublas(), ctx.cublas_workspace(), ctx.cublas_workspace_bytes(), stream, candidates, reps,
-      [stream](const std::function<void()>& submit) { return cuda_backend::time_ms(stream, submit); });
+      [stream](const std::function<void()>& submit) { return cuda_backend::time_ms(stream, submit); }, check);
 }
 
-size_t gemm_scratch_bytes(const GemmKey& k) { return a_bytes(k) + b_bytes(k) + c_bytes(k); }
+size_t gemm_scratch_bytes(const GemmKey& k) {
+  return a_bytes(k) + b_bytes(k) + c_bytes(k) + kernels::cuda::gemm_check_bytes(args_of(k, nullptr, nullptr, nullptr));
+}
 
 kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& k, void* scratch, int candidates,
                                                    int reps) {
@@ -51,13 +55,13 @@ kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& 
   kernels::cuda::fill_hashed(A, k.ab_bf16, int64_t(a_bytes(k) / ab), 1, ctx.cuda_stream());
   kernels::cuda::fill_hashed(B, k.ab_bf16, int64_t(b_bytes(k) / ab), 2, ctx.cuda_stream());
   kernels::cuda::fill_hashed(C, k.c_bf16, int64_t(c_bytes(k) / cb), 3, ctx.cuda_stream());
-  return time_gemm(ctx, args_of(k, A, B, C), candidates, reps);
+  return time_gemm(ctx, args_of(k, A, B, C), candidates, reps, C + c_bytes(k));
 }
 
 const kernels::cuda::GemmCandidate* fastest(const kernels::cuda::GemmCandidates& t) {
   const kernels::cuda::GemmCandidate* best = nullptr;
   for (const kernels::cuda::GemmCandidate& c : t.candidates)
-    if (!best || c.ms < best->ms) best = &c;
+    if (c.agrees && (!best || c.ms < best->ms)) best = &c;
   return best;
 }
 
@@ -67,7 +71,8 @@ GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int rep
   r.shapes = ctx.planned_gemms().size();
   for (const GemmKey& k : ctx.planned_gemms()) {
     if (const GemmAlgoConfig* kept = ctx.gemm_table().find(k)) {
-      if (kernels::cuda::lt_config_runs(args_of(k, nullptr, nullptr, nullptr), kept->data())) continue;
+      if (is_cublas_default(*kept) || kernels::cuda::lt_config_runs(args_of(k, nullptr, nullptr, nullptr), kept->data()))
+        continue;
       ctx.gemm_table().erase(k);
       ++r.dropped;
     }
@@ -75,12 +80,15 @@ GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int rep
     const kernels::cuda::GemmCandidates t = time_gemm_on_scratch(ctx, k, scratch, 16, reps);
     ++r.timed;
     const kernels::cuda::GemmCandidate* best = fastest(t);
+    for (const kernels::cuda::GemmCandidate& c : t.candidates) r.wrong += c.agrees ? 0 : 1;
     if (best && best->ms < 0.98 * t.default_ms) {
       GemmAlgoConfig cfg;
       std::copy(best->config_values, best->config_values + 9, cfg.begin());
       ctx.gemm_table().set(k, cfg);
       ++r.chosen;
       r.saved_ms += t.default_ms - best->ms;
+    } else {
+      ctx.gemm_table().set(k, kCublasDefault);  // decided: a resumed run keeps it without timing again
     }
   }
   ctx.synchronize();

@@ -80,7 +80,7 @@ void cuda_gemm(const GemmKey& key, MakeArgs make) {
   c.note_gemm(key);
   if (void* s = c.cuda_stream_for_launch()) {
     kernels::cuda::GemmArgs g = make();
-    if (const GemmAlgoConfig* chosen = c.gemm_table().find(key)) {
+    if (const GemmAlgoConfig* chosen = c.gemm_table().find(key); chosen && !is_cublas_default(*chosen)) {
       g.lt_config = chosen->data();
       g.workspace = c.cublas_workspace();
       g.workspace_bytes = c.cublas_workspace_bytes();

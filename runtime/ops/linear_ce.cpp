@@ -83,7 +83,7 @@ void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels,
       continue;
     }
 #ifdef DFLASH_CUDA
-    note_gemm_cost(n, V, H, false, true, false);
+    note_gemm_cost(n, V, H, false, true, half);  // logits of h's dtype
     cuda_gemm(GemmKey{n, V, H, H, H, V, false, true, half, half, false}, [&] {
       return kernels::cuda::GemmArgs{n, V, H, hr, H, false, weight.raw(), H, true, logits.raw(), V, 1.0f, 0.0f, half, half};
     });

@@ -40,7 +40,17 @@ def step(tok, cache, pos):
     return out.logits[:, -1:].argmax(-1)
 
 
-run = torch.compile(step, mode="reduce-overhead") if compile_step else step
+compiled = torch.compile(step, mode="reduce-overhead") if compile_step else None
+
+
+def run(tok, cache, pos):
+    """One decode step; compiled, each call is a new CUDA-graph step and its output is copied out
+    (the graph's output buffer is overwritten by the next replay)."""
+    if compiled is None:
+        return step(tok, cache, pos)
+    torch.compiler.cudagraph_mark_step_begin()
+    return compiled(tok, cache, pos).clone()
+
 for S in [int(x) for x in sys.argv[1].split(",")]:
     cache, kind = make_cache(S + STEPS + 8)
     ids = torch.randint(0, 151000, (1, S), device="cuda")
