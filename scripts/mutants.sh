@@ -179,6 +179,13 @@ mutant "a GEMM table line loses its beta flag when read back" "-ts=gemm-table" \
   'k.ta = ta == '"'"'T'"'"', k.tb = tb == '"'"'T'"'"', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = beta == 1;' \
   'k.ta = ta == '"'"'T'"'"', k.tb = tb == '"'"'T'"'"', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = false;'
 
+mutant "the GEMM table writes cuBLAS's own algorithm as nine integers" "-ts=gemm-table" \
+  'if (is_cublas_default(c)) line += " cublas";' \
+  'if (false) line += " cublas";'
+mutant "the GEMM table reads -1 0 0 0 0 0 0 0 0 as a cuBLASLt algorithm" "-ts=gemm-table" \
+  'ok = ok && !is_cublas_default(cfg);  // -1 0 ... 0 is written "cublas"' \
+  'ok = ok;'
+
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \
