@@ -73,7 +73,8 @@ struct AttentionBenchShape {
 int bench_attention(const std::vector<AttentionBenchShape>& shapes, int reps);
 int bench_causal_attention(int argc, char** argv);  // apps/bench_attention_target.cpp
 int bench_multi(const std::vector<std::string>& args);  // apps/bench_multi.cpp
-int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda);  // bench_spec.cpp
+int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda,
+               bool profile = false);  // bench_spec.cpp
 int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda,
                  bool profile = false);
 

@@ -1,7 +1,8 @@
 // dflash-bench spec: speculative decoding's recorded programs timed at a real model's dims with
 // random weights: one round (the drafter's block pass + the target's verify pass over the block
 // with acceptance and rollback) and one target-alone step, at given cache lengths, against the
-// bandwidth floor of a target step (its weight bytes over the HBM bandwidth).
+// bandwidth floor of a target step (its weight bytes over the HBM bandwidth). With profile
+// (`dflash-bench profile --spec`): the per-op table of the target-alone step and of one round.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,8 +13,10 @@
 
 #include "model/drafter.h"
 #include "model/spec_decoder.h"
+#include "apps/bench.h"
 #include "model/target.h"
 #include "runtime/context.h"
+#include "runtime/profile.h"
 
 namespace dflash {
 
@@ -84,7 +87,7 @@ double median_ms(int reps, const F& f) {
 }
 }  // namespace
 
-int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda) {
+int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, int reps, bool cuda, bool profile) {
   const Device dev = cuda ? Device::cuda(0) : Device::cpu();
   const SpecBenchModel m = bench_model(model);
   const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
@@ -98,6 +101,11 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
   SpecDecoderOptions o;
   o.max_len = longest + 64;
   o.prefill_chunk = 256;
+  ProfileLog log;
+  if (profile) {
+    o.profile = &log;
+    if (cuda) profile_track_graph_nodes();
+  }
   t0 = Clock::now();
   SpecDecoder decoder(dev, *target, &drafter, o);
   const double record_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -122,6 +130,26 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
   Decoded d = decoder.decode(prompt, 2 * bs, {}, true);
   std::printf("decode of a %lld-token prompt: prefill %.1f ms, %zu rounds in %.2f ms\n", (long long)longest,
               d.prefill_s * 1e3, d.rounds.size(), d.decode_s * 1e3);
+  if (profile) {
+    bool ok = true;
+    for (const int64_t L : contexts) {
+      const std::string where = model + " at context " + std::to_string(L) + " on " + dev.str();
+      char summary[256];
+      std::snprintf(summary, sizeof summary, "\"model\":\"%s\",\"context\":%lld,\"pass\":", model.c_str(), (long long)L);
+      // Each replay moves the caches on by the tokens it commits: a few positions past L.
+      decoder.set_position(L);
+      ok = profile_replays(decoder.context(), log, cuda, {"spec/step"}, [&] { decoder.replay_step(); }, reps, 0.0,
+                           "profile: target-alone decode step, " + where, std::string(summary) + "\"step\"") &&
+           ok;
+      decoder.set_position(L);
+      ok = profile_replays(decoder.context(), log, cuda, {"spec/draft", "spec/verify"},
+                           [&] { decoder.replay_round(); }, reps, 0.0,
+                           "profile: one round (drafter block + verify), " + where,
+                           std::string(summary) + "\"round\"") &&
+           ok;
+    }
+    return ok ? 0 : 1;
+  }
   const double hbm = 4.8e12;  // H200 HBM3e bytes per second
   std::printf("target weights read per pass: %.2f GB; bandwidth floor of a target step at 4.8 TB/s: %.3f ms\n",
               weight_bytes / 1e9, weight_bytes / hbm * 1e3);

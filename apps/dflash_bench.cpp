@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (cmd == "causal-attention") return bench_causal_attention(argc - 2, argv + 2);
     if (cmd == "multi") return bench_multi(std::vector<std::string>(argv + 2, argv + argc));
     int steps = 20, replays = 5;
-    bool cuda = false, checkpointing = true, online = false, target = false;
+    bool cuda = false, checkpointing = true, online = false, target = false, spec = false;
     std::vector<int64_t> seqs;
     std::string model = "small";
     std::vector<Bucket> buckets;
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> contexts;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
-      if (cmd == "spec" && a.rfind("--context=", 0) == 0) {
+      if ((cmd == "spec" || cmd == "profile") && a.rfind("--context=", 0) == 0) {
         contexts.push_back(std::stoll(a.substr(10)));
         continue;
       }
@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
       }
       else if (a == "--online") online = true;
       else if (a == "--target") target = true;
+      else if (a == "--spec") spec = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
       else if (a.rfind("--anchors=", 0) == 0) anchors = std::stoll(a.substr(10));
       else if (a.rfind("--heads=", 0) == 0) heads = std::stoll(a.substr(8));
@@ -206,6 +207,10 @@ int main(int argc, char** argv) {
     if (cmd == "target") {
       if (seqs.empty()) seqs = {1024, 4096, 16384};
       return bench_target(model == "small" ? "qwen3-8b" : model, seqs, steps, cuda);
+    }
+    if (cmd == "profile" && spec) {
+      if (contexts.empty()) contexts = {4096};
+      return bench_spec(model, contexts, replays, cuda, true);
     }
     if (cmd == "profile" && target) {
       if (seqs.empty()) seqs = {4096};
@@ -248,6 +253,8 @@ int main(int argc, char** argv) {
                  "                         [--no-checkpointing] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
                  "                         per-op time table of that step (CUPTI on the GPU)\n"
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
+                 "       dflash-bench profile [--cuda] --spec [--model=qwen3-8b|small] [--context=N ...] [--replays=N]\n"
+                 "                         the same for speculative decoding's target-alone step and one round\n"
                  "       dflash-bench gemms --cuda --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--reps=20]\n"
                  "                         each GEMM shape of that step: cuBLAS's algorithm against cuBLASLt's candidates\n"
                  "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"

@@ -82,7 +82,9 @@ SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* dra
     engine_->add("spec/verify", Bucket{bs, 0, 1}, [this](bool) { verify_body(); }, false);
   }
   engine_->add("spec/step", Bucket{1, 0, 1}, [this](bool) { step_body(); }, false);
+  ctx_->attach_profile(o.profile);
   engine_->build(available_memory_bytes(device));
+  ctx_->attach_profile(nullptr);
   prefill_ = &engine_->program("spec/prefill");
   step_ = &engine_->program("spec/step");
   if (drafter) {

@@ -16,12 +16,15 @@
 
 namespace dflash {
 
+class ProfileLog;
+
 struct SpecDecoderOptions {
   int64_t max_len = 0;         // the recorded capacity: the longest prompt + max_new_tokens
   int64_t prefill_chunk = 64;  // prompt positions per prefill program
   bool graphs = true;          // record the programs (false: run every pass eagerly)
   bool draft_logits = false;   // keep the first round's draft logits (tests)
   int32_t rollback_bias = 0;   // test hook: roll the target's cache back to start + a + 1 + bias
+  ProfileLog* profile = nullptr;  // labels the recorded programs' kernel calls (dflash-bench profile --spec)
 };
 
 struct SpecRound {

@@ -6,7 +6,8 @@
 # synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
-# target's forward), profile-4096 (qwen3-8b 4096:512 alone), gemms (each GEMM shape of
+# target's forward), profile-4096 (qwen3-8b 4096:512 alone), profile-spec (the decode step and one
+# round at contexts 1024 and 4096), gemms (each GEMM shape of
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
 # 4096:512 under forced recompute choices and arena budgets), bench-4096
@@ -82,6 +83,8 @@ for s in "${steps[@]}"; do
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
+    profile-spec) step profile-spec timeout 300 ./build/dflash-bench profile --cuda --spec --model=qwen3-8b \
+      --context=1024 --context=4096 ;;
     bench-tuned) step bench-tuned timeout 300 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 \
       --bucket=2048:256 --bucket=4096:512 --steps=20 --gemm-tuning ;;
     bench-4096) step bench-4096 timeout 300 bash -c "./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 \

@@ -186,6 +186,10 @@ mutant "the GEMM table reads -1 0 0 0 0 0 0 0 0 as a cuBLASLt algorithm" "-ts=ge
   'ok = ok && !is_cublas_default(cfg);  // -1 0 ... 0 is written "cublas"' \
   'ok = ok;'
 
+mutant "the decoder's programs are recorded without the profiler's labels" "-ts=profile" \
+  'ctx_->attach_profile(o.profile);' \
+  'ctx_->attach_profile(nullptr);'
+
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \

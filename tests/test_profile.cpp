@@ -116,6 +116,38 @@ TEST_SUITE("profile") {
     }
   }
 
+  TEST_CASE("dflash-bench profile --spec on the CPU: the decode step's GEMMs are one token through every layer and the lm_head") {
+    // The small spec model: target hidden 256, intermediate 768, 8 layers, 8/2 heads of 32, vocab
+    // 4096; drafter 2 layers, block 8.
+    Run r = run_profile("--spec --model=small --context=64 --context=100 --replays=2");
+    const double H = 256, I = 768, L = 8, q = 8 * 32, kv = 2 * 32, V = 4096, bs = 8;
+    const double per_token = L * 2 * (H * q + 2 * H * kv + q * H + 3 * H * I) + 2 * H * V;
+    // Two contexts, each a step table and a round table: the rows of each program add up per table.
+    double step_flop = 0, verify_flop = 0, draft_rows = 0, attention_calls = 0;
+    for (const nlohmann::json& row : r.rows) {
+      const std::string shape = row["shape"], program = row["program"], op = row["op"];
+      const double flop = row["flop"], calls = row["calls"];
+      CHECK(double(row["ms"]) >= 0.0);
+      if (shape.rfind("gemm ", 0) == 0) {
+        long long M = 0, N = 0, K = 0;
+        REQUIRE(std::sscanf(shape.c_str(), "gemm M=%lld N=%lld K=%lld", &M, &N, &K) == 3);
+        CHECK(flop == doctest::Approx(calls * 2.0 * double(M) * double(N) * double(K)).epsilon(1e-12));
+        if (program == "spec/step") CHECK(M == 1);
+        if (program == "spec/verify") CHECK(M == bs);
+      }
+      if (program == "spec/step") step_flop += flop;
+      if (program == "spec/verify") verify_flop += flop;
+      if (program == "spec/draft") draft_rows += 1;
+      if (program == "spec/step" && op == "cached_attention") attention_calls += calls;
+    }
+    CHECK(step_flop == doctest::Approx(2 * per_token).epsilon(1e-12));        // two contexts
+    CHECK(verify_flop == doctest::Approx(2 * bs * per_token).epsilon(1e-12));  // a block of bs tokens
+    CHECK(draft_rows > 0);
+    CHECK(attention_calls == 2 * L);  // one cached attention a layer
+    CHECK(std::string(r.summary["pass"]) == "round");
+    CHECK(int(r.summary["context"]) == 100);
+  }
+
   TEST_CASE("dflash-bench profile refuses an unknown model with the choices") {
     const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
     FILE* p = popen((bench + " profile --model=gpt2 2>&1").c_str(), "r");
