@@ -2,7 +2,9 @@
 #include "runtime/gemm_tuning.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -62,17 +64,20 @@ GemmTable GemmTable::parse(const std::string& text, const std::string& source) {
     bool ok = got == 11 && used > 0 && M > 0 && N > 0 && K > 0 && (ta == 'N' || ta == 'T') &&
               (tb == 'N' || tb == 'T') && (ab_s == "bf16" || ab_s == "f32") && (c_s == "bf16" || c_s == "f32") &&
               (beta == 0 || beta == 1);
-    if (ok) {
+    if (ok) {  // after the colon: "cublas", or exactly 9 integers
       std::istringstream rest(line.substr(size_t(used)));
-      std::string word, extra;
-      if (std::istringstream(line.substr(size_t(used))) >> word && word == "cublas") {
-        rest >> word;
+      const std::vector<std::string> words{std::istream_iterator<std::string>(rest), {}};
+      if (words.size() == 1 && words[0] == "cublas") {
         cfg = kCublasDefault;
       } else {
-        for (int32_t& v : cfg) ok = ok && static_cast<bool>(rest >> v);
+        ok = words.size() == cfg.size();
+        for (size_t i = 0; ok && i < cfg.size(); ++i) {
+          const char *b = words[i].data(), *e = b + words[i].size();
+          const auto [end, err] = std::from_chars(b, e, cfg[i]);
+          ok = err == std::errc() && end == e;
+        }
         ok = ok && !is_cublas_default(cfg);  // -1 0 ... 0 is written "cublas"
       }
-      ok = ok && !(rest >> extra);
     }
     DF_CHECK(ok, source << ", line " << n << ": '" << line
                         << "' is not a GEMM table line (\"M=.. N=.. K=.. lda=.. ldb=.. ldc=.. NT bf16->bf16 beta=0 : "

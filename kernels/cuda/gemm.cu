@@ -146,9 +146,8 @@ void gemm(const GemmArgs& g, void* handle, void* stream) {
   // dim ld is the column-major transpose with the same ld.
   cublasOperation_t opB = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cudaDataType_t ab = g.ab_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  cudaDataType_t c = g.c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  cublasComputeType_t compute = g.ab_bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC;
+  const cudaDataType_t ab = ab_type(g), c = c_type(g);
+  const cublasComputeType_t compute = compute_type(g);
   cublasStatus_t st = cublasGemmEx(h, opB, opA, int(g.N), int(g.M), int(g.K), &g.alpha, g.B, ab, int(g.ldb), g.A, ab,
                                    int(g.lda), &g.beta, g.C, c, int(g.ldc), compute, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)

@@ -365,13 +365,13 @@ void rmsnorm_forward(const void* x, const void* w, void* y, bool bf16, float* rs
   if (rows == 0 || D == 0) return;
   cudaStream_t s = as_stream(stream);
   const bool aligned = aligned16(x) && aligned16(w) && aligned16(y);
-  if (bf16) {
-    if (aligned && launch_forward_resident<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s)) {
-    } else if (aligned && D % 8 == 0) launch_forward<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s);
+  const bool resident = aligned && (bf16 ? launch_forward_resident<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s)
+                                         : launch_forward_resident<float, 4>(x, w, y, rstd, rows, D, eps, s));
+  if (!resident && bf16) {
+    if (aligned && D % 8 == 0) launch_forward<bf16_t, 8>(x, w, y, rstd, rows, D, eps, s);
     else launch_forward<bf16_t, 1>(x, w, y, rstd, rows, D, eps, s);
-  } else {
-    if (aligned && launch_forward_resident<float, 4>(x, w, y, rstd, rows, D, eps, s)) {
-    } else if (aligned && D % 4 == 0) launch_forward<float, 4>(x, w, y, rstd, rows, D, eps, s);
+  } else if (!resident) {
+    if (aligned && D % 4 == 0) launch_forward<float, 4>(x, w, y, rstd, rows, D, eps, s);
     else launch_forward<float, 1>(x, w, y, rstd, rows, D, eps, s);
   }
   check_launch("rmsnorm_forward");
