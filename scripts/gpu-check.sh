@@ -7,7 +7,8 @@
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
 # target's forward), profile-4096 (qwen3-8b 4096:512 alone), profile-spec (the decode step and one
-# round at contexts 1024 and 4096), gemms (each GEMM shape of
+# round at contexts 1024 and 4096), ncu-attention (Nsight Compute's full set on the sm90 attention
+# kernels at 4096:512, details page in the log), gemms (each GEMM shape of
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
 # 4096:512 under forced recompute choices and arena budgets), bench-4096
@@ -82,6 +83,9 @@ for s in "${steps[@]}"; do
       '--recompute=4' '--arena-gb=2.45' '--arena-gb=2.45 --chunk-rows=512'; do ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
+    ncu-attention) step ncu-attention timeout 400 bash -c "ncu --set full -k 'regex:^(forward|dq|dkdv)_kernel' -c 4 \
+      -o $out/attention -f ./build/dflash-bench attention --seq=4096 --anchors=512 --reps=1 && ncu --import \
+      $out/attention.ncu-rep --page details --print-units base" ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-spec) step profile-spec timeout 300 ./build/dflash-bench profile --cuda --spec --model=qwen3-8b \
       --context=1024 --context=4096 ;;
