@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
   int64_t last[kRowsPerWarp];  // the row's last visible key (-1: none, a padded row)
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = warp * kRowsPerWarp + rr;
+    const int r = rr * kWarps + warp;  // rows dealt round-robin: a few rows still use every warp
     last[rr] = r < nrows ? pos0 + (row0 + r) / G.group : -1;
     if (last[rr] > G.C - 1) last[rr] = G.C - 1;
     m[rr] = -INFINITY;
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       if (last[rr] < t0) continue;  // warp-uniform: the row sees none of this tile
-      const float* q = sQ + (warp * kRowsPerWarp + rr) * HD;
+      const float* q = sQ + (rr * kWarps + warp) * HD;
       const float* k = sK + lane * (HD + 1);
       float s = 0.0f;
 #pragma unroll 8
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
   // Partials: [slice][i][head] (max, sum) and [slice][i][head][hd] (unnormalised output).
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = warp * kRowsPerWarp + rr;
+    const int r = rr * kWarps + warp;
     if (r >= nrows) continue;
     const int64_t row = row0 + r, i = row / G.group, h = head_of(G, g, row);
     const int64_t at = (slice * G.n + i) * G.nh + h;
