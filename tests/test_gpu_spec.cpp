@@ -119,28 +119,36 @@ TEST_SUITE("gpu-spec") {
   TEST_CASE("the decode ops on the GPU match the CPU's") {
     REQUIRE_GPU();
     Backends b;
-    const int64_t n = 5, nh = 4, nkv = 2, hd = 16, C = 700;
-    std::vector<float> q = random_floats(size_t(n * nh * hd), 1), k = random_floats(size_t(C * nkv * hd), 2),
-                       v = random_floats(size_t(C * nkv * hd), 3), x = random_floats(size_t(3 * 1000), 4);
-    x[1000 + 17] = 9.0f;  // a clear maximum in row 1
-    auto run = [&](Context& c, DType dt, int32_t pos) {
-      ContextScope s(c);
-      Tensor p = Tensor::from_ints({1}, {pos});
-      Tensor a = ops::cached_attention(make_float({n, nh, hd}, q, dt), make_float({C, nkv, hd}, k, dt),
-                                       make_float({C, nkv, hd}, v, dt), p, 0.25f);
-      ops::ArgmaxRows am = ops::argmax_rows(make_float({3, 1000}, x, DType::f32));
-      c.synchronize();
-      return std::make_pair(a.to_floats(), am.index.to_ints());
+    struct Case {
+      int64_t n, nh, nkv, hd;
     };
-    for (int32_t pos : {0, 37, 500, 698}) {
-      CAPTURE(pos);
-      auto cpu = run(b.cpu, DType::f32, pos);
-      auto f32 = run(b.gpu, DType::f32, pos);
-      auto bf = run(b.gpu, DType::bf16, pos);
-      CHECK(rel_err(f32.first, cpu.first) <= 1e-5);
-      CHECK(rel_err(bf.first, cpu.first) <= 2e-2);
-      CHECK(f32.second == cpu.second);
-      CHECK(f32.second[1] == 17);
+    // A small head dim inside a 32-wide tile; Qwen3-8B's one-token step and verify block (hd 128).
+    for (Case cs : {Case{5, 4, 2, 16}, Case{1, 32, 8, 128}, Case{16, 32, 8, 128}}) {
+      const int64_t n = cs.n, nh = cs.nh, nkv = cs.nkv, hd = cs.hd, C = 700;
+      CAPTURE(n);
+      CAPTURE(hd);
+      std::vector<float> q = random_floats(size_t(n * nh * hd), 1), k = random_floats(size_t(C * nkv * hd), 2),
+                         v = random_floats(size_t(C * nkv * hd), 3), x = random_floats(size_t(3 * 1000), 4);
+      x[1000 + 17] = 9.0f;  // a clear maximum in row 1
+      auto run = [&](Context& c, DType dt, int32_t pos) {
+        ContextScope s(c);
+        Tensor p = Tensor::from_ints({1}, {pos});
+        Tensor a = ops::cached_attention(make_float({n, nh, hd}, q, dt), make_float({C, nkv, hd}, k, dt),
+                                         make_float({C, nkv, hd}, v, dt), p, 0.25f);
+        ops::ArgmaxRows am = ops::argmax_rows(make_float({3, 1000}, x, DType::f32));
+        c.synchronize();
+        return std::make_pair(a.to_floats(), am.index.to_ints());
+      };
+      for (int32_t pos : {0, 37, 500, 698}) {
+        CAPTURE(pos);
+        auto cpu = run(b.cpu, DType::f32, pos);
+        auto f32 = run(b.gpu, DType::f32, pos);
+        auto bf = run(b.gpu, DType::bf16, pos);
+        CHECK(rel_err(f32.first, cpu.first) <= 1e-5);
+        CHECK(rel_err(bf.first, cpu.first) <= 2e-2);
+        CHECK(f32.second == cpu.second);
+        CHECK(f32.second[1] == 17);
+      }
     }
   }
 }

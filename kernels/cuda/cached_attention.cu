@@ -24,7 +24,41 @@ constexpr int kMaxSlices = 32;
 struct Geometry {
   int64_t n, nh, nkv, hd, C, group, rows_per_kv, chunks, slices;
   float scale;
+  bool packs;  // bf16 q, k, v at 16-byte aligned addresses: tiles load in 8-element packs
 };
+
+constexpr int kThreads = kWarps * 32;
+
+// Rows [0, 32) of T tiles of HD columns into f32 shared memory: element (j, d) of tile t is
+// src[t][at(j, d)] when valid(j) and d < hd, else 0, stored at dst[t][j * stride[t] + d]. Every
+// thread first issues all its 16-byte loads (T * HD / 32 of them), then stores, so the tiles wait
+// about one memory latency together.
+template <int HD, int T, class At, class Valid>
+__device__ __forceinline__ void load_tiles_packs(float* const (&dst)[T], const int (&stride)[T],
+                                                 const bf16_t* const (&src)[T], int64_t hd, At at, Valid valid) {
+  constexpr int kPacksPerRow = HD / 8, kPerThread = 32 * kPacksPerRow / kThreads;
+  static_assert(kPerThread >= 1 && 32 * kPacksPerRow % kThreads == 0, "cached attention: packs must split evenly");
+  uint4 raw[T][kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int p = k * kThreads + int(threadIdx.x), j = p / kPacksPerRow, d0 = (p % kPacksPerRow) * 8;
+    const bool on = d0 < hd && valid(j);
+    const int64_t off = on ? at(j, d0) : 0;
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+      raw[t][k] = on ? *reinterpret_cast<const uint4*>(src[t] + off) : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int p = k * kThreads + int(threadIdx.x), j = p / kPacksPerRow, d0 = (p % kPacksPerRow) * 8;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const bf16_t* e = reinterpret_cast<const bf16_t*>(&raw[t][k]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[t][j * stride[t] + d0 + i] = __bfloat162float(e[i]);
+    }
+  }
+}
 
 // Row r of kv head g: query i = r / group, head g * group + r % group.
 __device__ __forceinline__ int64_t head_of(const Geometry& G, int64_t g, int64_t r) { return g * G.group + r % G.group; }
@@ -37,7 +71,7 @@ constexpr int smem_bytes() {
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kWarps * 32) slices_kernel(CachedAttentionArgs a, Geometry G) {
+__global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a, Geometry G) {
   constexpr int D32 = HD / 32;  // head-dim elements per lane in the output
   extern __shared__ float smem[];
   float* sQ = smem;                       // [kRows][HD]
@@ -59,6 +93,18 @@ __global__ void __launch_bounds__(kWarps * 32) slices_kernel(CachedAttentionArgs
   const int64_t kv_stride = G.nkv * hd;
 
   // The chunk's rows into shared memory (rows past nrows and columns past hd are 0).
+  if (G.packs) {
+    float* const dst[1] = {sQ};
+    const int stride[1] = {HD};
+    const bf16_t* const src[1] = {static_cast<const bf16_t*>(a.q)};
+    load_tiles_packs<HD>(
+        dst, stride, src, hd,
+        [&](int r, int d) {
+          const int64_t row = row0 + r;
+          return (row / G.group * G.nh + head_of(G, g, row)) * hd + d;
+        },
+        [&](int r) { return r < nrows; });
+  } else
   for (int e = threadIdx.x; e < kRows * HD; e += blockDim.x) {
     const int r = e / HD, d = e % HD;
     float v = 0.0f;
@@ -74,7 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32) slices_kernel(CachedAttentionArgs
   int64_t last[kRowsPerWarp];  // the row's last visible key (-1: none, a padded row)
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = warp * kRowsPerWarp + rr;
+    const int r = rr * kWarps + warp;  // rows dealt round-robin: a few rows still use every warp
     last[rr] = r < nrows ? pos0 + (row0 + r) / G.group : -1;
     if (last[rr] > G.C - 1) last[rr] = G.C - 1;
     m[rr] = -INFINITY;
@@ -85,6 +131,14 @@ __global__ void __launch_bounds__(kWarps * 32) slices_kernel(CachedAttentionArgs
 
   for (int64_t t0 = k0; t0 < k1; t0 += kKeys) {
     __syncthreads();  // the previous tile is consumed (and, the first time, sQ is written)
+    if (G.packs) {
+      auto at = [&](int j, int d) { return (t0 + j) * kv_stride + g * hd + d; };
+      auto valid = [&](int j) { return t0 + j < k1; };
+      float* const dst[2] = {sK, sV};
+      const int stride[2] = {HD + 1, HD};
+      const bf16_t* const src[2] = {static_cast<const bf16_t*>(a.k), static_cast<const bf16_t*>(a.v)};
+      load_tiles_packs<HD>(dst, stride, src, hd, at, valid);
+    } else
     for (int e = threadIdx.x; e < kKeys * HD; e += blockDim.x) {
       const int j = e / HD, d = e % HD;
       const int64_t key = t0 + j;
@@ -102,7 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32) slices_kernel(CachedAttentionArgs
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       if (last[rr] < t0) continue;  // warp-uniform: the row sees none of this tile
-      const float* q = sQ + (warp * kRowsPerWarp + rr) * HD;
+      const float* q = sQ + (rr * kWarps + warp) * HD;
       const float* k = sK + lane * (HD + 1);
       float s = 0.0f;
 #pragma unroll 8
@@ -129,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32) slices_kernel(CachedAttentionArgs
   // Partials: [slice][i][head] (max, sum) and [slice][i][head][hd] (unnormalised output).
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-    const int r = warp * kRowsPerWarp + rr;
+    const int r = rr * kWarps + warp;
     if (r >= nrows) continue;
     const int64_t row = row0 + r, i = row / G.group, h = head_of(G, g, row);
     const int64_t at = (slice * G.n + i) * G.nh + h;
@@ -175,7 +229,7 @@ void launch(const CachedAttentionArgs& a, const Geometry& G, cudaStream_t s) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("cached_attention: cudaFuncSetAttribute failed: ") + cudaGetErrorString(e));
-  kernel<<<unsigned(G.nkv * G.slices * G.chunks), kWarps * 32, smem, s>>>(a, G);
+  kernel<<<unsigned(G.nkv * G.slices * G.chunks), kThreads, smem, s>>>(a, G);
   check_launch("cached_attention (slices)");
   merge_kernel<<<unsigned(G.n * G.nh), 64, 0, s>>>(a, G);
   check_launch("cached_attention (merge)");
@@ -198,6 +252,7 @@ void cached_attention_forward(const CachedAttentionArgs& a, void* stream) {
   G.rows_per_kv = a.n * G.group;
   G.chunks = (G.rows_per_kv + kRows - 1) / kRows;
   G.slices = cached_attention_splits(a.C);
+  G.packs = a.bf16 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);  // hd % 8 == 0: every row stays aligned
   cudaStream_t s = as_stream(stream);
   if (a.hd <= 32) launch<32>(a, G, s);
   else if (a.hd <= 64) launch<64>(a, G, s);

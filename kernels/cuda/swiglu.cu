@@ -15,8 +15,16 @@ __device__ __forceinline__ float sigmoid(float v) {
   return e / (1.0f + e);
 }
 
+// The forward's sigmoid: exp of -|v| through the SFU and one correctly rounded reciprocal
+// instead of expf and an IEEE division (within 1e-6 of sigmoid(); the backward keeps sigmoid()).
+__device__ __forceinline__ float fast_sigmoid(float v) {
+  const float e = __expf(-fabsf(v));
+  const float r = __frcp_rn(1.0f + e);
+  return v >= 0.0f ? r : e * r;
+}
+
 struct Swiglu {
-  __device__ float operator()(float g, float u) const { return g * sigmoid(g) * u; }
+  __device__ float operator()(float g, float u) const { return g * fast_sigmoid(g) * u; }
 };
 
 // The backward's per-element terms with the rounding of the original scalar kernel pinned by
