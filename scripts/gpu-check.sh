@@ -83,9 +83,10 @@ for s in "${steps[@]}"; do
       '--recompute=4' '--arena-gb=2.45' '--arena-gb=2.45 --chunk-rows=512'; do ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
-    ncu-attention) step ncu-attention timeout 400 bash -c "ncu --set full -k 'regex:^(forward|dq|dkdv)_kernel' -c 4 \
-      -o $out/attention -f ./build/dflash-bench attention --seq=4096 --anchors=512 --reps=1 && ncu --import \
-      $out/attention.ncu-rep --page details --print-units base" ;;
+    ncu-attention) step ncu-attention timeout 500 bash -c "rc=0; for k in forward dq dkdv; do \
+      ncu --set full -k \"regex:^\$k\"_kernel -c 1 -o $out/\$k -f ./build/dflash-bench attention --seq=4096 \
+      --anchors=512 --reps=1 >/dev/null && ncu --import $out/\$k.ncu-rep --page details --print-units base && \
+      python3 scripts/ncu-hotspots.py $out/\$k.ncu-rep 45 || rc=1; rm -f $out/\$k.ncu-rep; done; exit \$rc" ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-spec) step profile-spec timeout 300 ./build/dflash-bench profile --cuda --spec --model=qwen3-8b \
       --context=1024 --context=4096 ;;
