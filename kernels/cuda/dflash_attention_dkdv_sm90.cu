@@ -169,25 +169,23 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     if (!__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) continue;
     const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
     const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
-    // S^T and dP^T as two groups: P^T is computed while dP^T is still on the tensor cores, dS^T
-    // while dV += P^T dO is.
     pin(st);
     pin(dpt);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk)
       mma_ss<64, 0, 0>(st, kmajor_desc(kt, kRows, 0, kk), kmajor_desc(qt, kRows, 0, kk), kk > 0 ? 1 : 0);
-    wg_commit();
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk)
       mma_ss<64, 0, 0>(dpt, kmajor_desc(vt, kRows, 0, kk), kmajor_desc(ot, kRows, 0, kk), kk > 0 ? 1 : 0);
     wg_commit();
-    wg_wait<1>();  // S^T done; dP^T may still run
+    wg_wait<0>();
     pin(st);
-    uint32_t visible = ~0u;  // bit x: element x of st / dpt is a (key, row) pair that is seen
+    pin(dpt);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float2 l2 = *reinterpret_cast<const float2*>(mlse + 8 * j + 2 * tq);
+      const float2 d2 = *reinterpret_cast<const float2*>(mD + 8 * j + 2 * tq);
       int lo[2] = {0, 0}, hi[2] = {0, 0};
       if (!full) {
 #pragma unroll
@@ -202,49 +200,32 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int x = 4 * j + 2 * i2 + e;
-          const float lse2 = (e ? l2.y : l2.x) * kLog2e;
+          const float lse2 = (e ? l2.y : l2.x) * kLog2e, d = e ? d2.y : d2.x;
           const float pr = attn::exp2_ftz(fmaf(st[x], sc, -lse2));
           const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] < hi[e]));
           st[x] = vis ? pr : 0.0f;
-          if (!vis) visible &= ~(1u << x);
+          dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;
         }
     }
-    wg_wait<0>();  // dP^T done
-    pin(st);
-    pin(dpt);
     uint32_t pa[4][4], da[4][4];  // P^T and dS^T as A fragments, k-steps of 16 chunk rows
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_frag(pa[kk], st, kk);
+    for (int kk = 0; kk < 4; ++kk) {
+      a_frag(pa[kk], st, kk);
+      a_frag(da[kk], dpt, kk);
+    }
     pin(dv);
+    pin(dk);
     pin(pa);
+    pin(da);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dv, pa[kk], mnmajor_desc(ot, kRows, 0, kk), 1);
-    wg_commit();
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 d2 = *reinterpret_cast<const float2*>(mD + 8 * j + 2 * tq);
-#pragma unroll
-      for (int i2 = 0; i2 < 2; ++i2)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int x = 4 * j + 2 * i2 + e;
-          dpt[x] = (visible >> x) & 1u ? st[x] * (dpt[x] - (e ? d2.y : d2.x)) : 0.0f;
-        }
-    }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_frag(da[kk], dpt, kk);
-    pin(dk);
-    pin(da);
-    wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], mnmajor_desc(qt, kRows, 0, kk), 1);
     wg_commit();
     wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier
     pin(dv);
     pin(dk);
-    pin(pa);
-    pin(da);
   }
   if constexpr (SPLIT) {
     // Warpgroup 1 hands its sums to warpgroup 0 through its own (idle) pipeline buffers, element
