@@ -99,7 +99,9 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
   randomize(drafter.params(), 11, 0.02);
   const double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
   SpecDecoderOptions o;
-  o.max_len = longest + 64;
+  // Room past the longest context for the profile's replays (3 warm-ups, then twice `reps`: one
+  // timed pass, one under CUPTI), each of which may commit up to a block.
+  o.max_len = longest + 64 + (profile ? (2 * int64_t(reps) + 3) * m.drafter.block_size : 0);
   o.prefill_chunk = 256;
   ProfileLog log;
   if (profile) {
@@ -138,7 +140,7 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
       std::snprintf(summary, sizeof summary, "\"model\":\"%s\",\"context\":%lld,\"pass\":", model.c_str(), (long long)L);
       // Each replay moves the caches on by the tokens it commits: a few positions past L.
       decoder.set_position(L);
-      ok = profile_replays(decoder.context(), log, cuda, {"spec/step"}, [&] { decoder.replay_step(); }, reps, 0.0,
+      ok = profile_replays(decoder.context(), log, cuda, {"spec/step"}, [&] { decoder.replay_step(false); }, reps, 0.0,
                            "profile: target-alone decode step, " + where, std::string(summary) + "\"step\"") &&
            ok;
       decoder.set_position(L);

@@ -273,10 +273,10 @@ void SpecDecoder::replay_draft() {
   ctx_->synchronize();
 }
 
-void SpecDecoder::replay_step() {
+void SpecDecoder::replay_step(bool wait) {
   ContextScope scope(*ctx_);
   run(step_, [this] { step_body(); });
-  ctx_->synchronize();
+  if (wait) ctx_->synchronize();
 }
 
 }  // namespace dflash

@@ -62,11 +62,12 @@ class SpecDecoder {
   // Timing (dflash-bench spec): set_position puts the next block at `position` over whatever the
   // caches hold (one pending context row, as after a round with a = 0); the replays run the
   // programs of one round (drafter block + verify with its rollback), of the drafter's block
-  // alone, or of one target-alone step, and wait for the device.
+  // alone, or of one target-alone step, and wait for the device (replay_step: unless told not to,
+  // so that steps can be queued back to back).
   void set_position(int64_t position);
   void replay_round();
   void replay_draft();
-  void replay_step();
+  void replay_step(bool wait = true);
 
   int64_t block_size() const;
   const SpecDecoderOptions& options() const { return opt_; }
