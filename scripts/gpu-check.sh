@@ -8,7 +8,8 @@
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
 # target's forward), profile-4096 (qwen3-8b 4096:512 alone), profile-spec (the decode step and one
 # round at contexts 1024 and 4096), ncu-attention (Nsight Compute's full set on the sm90 attention
-# kernels at 4096:512, details page in the log), gemms (each GEMM shape of
+# kernels at 4096:512: the details page, then scripts/ncu-hotspots.py's stall reasons and hot SASS
+# lines, in the log), gemms (each GEMM shape of
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
 # 4096:512 under forced recompute choices and arena budgets), bench-4096

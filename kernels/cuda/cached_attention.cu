@@ -104,15 +104,16 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
           return (row / G.group * G.nh + head_of(G, g, row)) * hd + d;
         },
         [&](int r) { return r < nrows; });
-  } else
-  for (int e = threadIdx.x; e < kRows * HD; e += blockDim.x) {
-    const int r = e / HD, d = e % HD;
-    float v = 0.0f;
-    if (r < nrows && d < hd) {
-      const int64_t row = row0 + r, i = row / G.group;
-      v = load(a.q, a.bf16, (i * G.nh + head_of(G, g, row)) * hd + d);
+  } else {
+    for (int e = threadIdx.x; e < kRows * HD; e += blockDim.x) {
+      const int r = e / HD, d = e % HD;
+      float v = 0.0f;
+      if (r < nrows && d < hd) {
+        const int64_t row = row0 + r, i = row / G.group;
+        v = load(a.q, a.bf16, (i * G.nh + head_of(G, g, row)) * hd + d);
+      }
+      sQ[e] = v;
     }
-    sQ[e] = v;
   }
 
   // Per row of this warp: position, running max and sum; output accumulators per lane.
@@ -138,18 +139,19 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
       const int stride[2] = {HD + 1, HD};
       const bf16_t* const src[2] = {static_cast<const bf16_t*>(a.k), static_cast<const bf16_t*>(a.v)};
       load_tiles_packs<HD>(dst, stride, src, hd, at, valid);
-    } else
-    for (int e = threadIdx.x; e < kKeys * HD; e += blockDim.x) {
-      const int j = e / HD, d = e % HD;
-      const int64_t key = t0 + j;
-      float kv = 0.0f, vv = 0.0f;
-      if (key < k1 && d < hd) {
-        const int64_t off = key * kv_stride + g * hd + d;
-        kv = load(a.k, a.bf16, off);
-        vv = load(a.v, a.bf16, off);
+    } else {
+      for (int e = threadIdx.x; e < kKeys * HD; e += blockDim.x) {
+        const int j = e / HD, d = e % HD;
+        const int64_t key = t0 + j;
+        float kv = 0.0f, vv = 0.0f;
+        if (key < k1 && d < hd) {
+          const int64_t off = key * kv_stride + g * hd + d;
+          kv = load(a.k, a.bf16, off);
+          vv = load(a.v, a.bf16, off);
+        }
+        sK[j * (HD + 1) + d] = kv;
+        sV[j * HD + d] = vv;
       }
-      sK[j * (HD + 1) + d] = kv;
-      sV[j * HD + d] = vv;
     }
     __syncthreads();
     const int64_t key = t0 + lane;  // this lane's key when scoring
