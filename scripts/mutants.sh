@@ -136,6 +136,15 @@ mutant "a checkpointed layer recomputes its tail again" "-ts=profile" \
 mutant "swiglu backward adds a fresh gradient to what its buffer held" "-tc=*arena*filled*with*NaN*" \
   'if (dg) dg[i] = (dg_fresh ? 0.0f : dg[i]) +' \
   'if (dg) dg[i] = (dg_fresh ? dg[i] : dg[i]) +'
+mutant "rope backward adds a fresh gradient to what its buffer held" "-tc=*fresh*dx*is*written*" \
+  'dxr[h * hd + i] = (dx_fresh ? 0.0f : dxr[h * hd + i]) + a;' \
+  'dxr[h * hd + i] = (dx_fresh ? dxr[h * hd + i] : dxr[h * hd + i]) + a;'
+mutant "rope backward overwrites a gradient another consumer wrote first" "-tc=*rope*backward*finite*" \
+  '(dx_fresh ? 0.0f : dxr[h * hd + i + half]) + b;' \
+  '(0.0f) + b;'
+mutant "rmsnorm backward adds a fresh dx to what its buffer held" "-tc=*fresh*dx*is*written*" \
+  'dxr[j] = (dx_fresh ? 0.0f : dxr[j]) + term;' \
+  'dxr[j] = (dx_fresh ? dxr[j] : dxr[j]) + term;'
 mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \
   'restore(dy, dx, groups, row_bytes, period, 0x3F);'

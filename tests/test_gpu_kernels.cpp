@@ -240,24 +240,27 @@ TEST_SUITE("gpu-kernels") {
     for (Case c : {Case{257, 3, 128}, Case{33, 32, 128}, Case{1, 1, 16}, Case{9, 2, 8}, Case{2048, 8, 64}})
       for (bool x_bf16 : {false, true})
         for (bool y_bf16 : {false, true})
-          for (bool inverse : {false, true}) {
+          for (bool inverse : {false, true})
+          for (bool fresh : {false, true}) {  // backward into a fresh dx: NaN bytes that must never be read
             if (!inverse && x_bf16 != y_bf16) continue;  // the forward takes one dtype
+            if (fresh && !inverse) continue;
             INFO("rows " << c.rows << " heads " << c.heads << " hd " << c.hd << " x " << name_of(x_bf16) << " y "
-                         << name_of(y_bf16) << (inverse ? " backward" : " forward"));
+                         << name_of(y_bf16) << (inverse ? " backward" : " forward") << (fresh ? " fresh" : ""));
             const int64_t n = c.rows * c.heads * c.hd;
             std::vector<int32_t> pos(size_t(c.rows));
             for (size_t r = 0; r < pos.size(); ++r) pos[r] = int32_t((r * 7919) % 65536);
             std::vector<float> freq(size_t(c.hd / 2));
             for (int64_t i = 0; i < c.hd / 2; ++i) freq[size_t(i)] = 1.0f / std::pow(1e6f, float(2 * i) / float(c.hd));
             const std::vector<float> x = round_to(float_dtype(x_bf16), random_floats(size_t(n), 31)),
-                                     y_init = round_to(float_dtype(y_bf16), random_floats(size_t(n), 32));
+                                     y_init = fresh ? std::vector<float>(size_t(n), std::nanf(""))
+                                                    : round_to(float_dtype(y_bf16), random_floats(size_t(n), 32));
             Tensor tpos = Tensor::from_ints({c.rows}, pos), tfreq = Tensor::from_floats({c.hd / 2}, freq);
             std::vector<std::vector<float>> results;
             for (int64_t off : {0, 1}) {
               Buf bx = upload(x, float_dtype(x_bf16), off), by = upload(y_init, float_dtype(y_bf16), off);
               if (inverse)
                 kernels::cuda::rope_backward(bx.ptr(), x_bf16, tpos.data<int32_t>(), tfreq.data<float>(), by.ptr(),
-                                             y_bf16, c.rows, c.heads, c.hd, stream(ctx));
+                                             y_bf16, c.rows, c.heads, c.hd, stream(ctx), fresh);
               else
                 kernels::cuda::rope_forward(bx.ptr(), tpos.data<int32_t>(), tfreq.data<float>(), by.ptr(), x_bf16,
                                             c.rows, c.heads, c.hd, stream(ctx));
@@ -266,7 +269,7 @@ TEST_SUITE("gpu-kernels") {
             CHECK(bitwise_equal(results[0], results[1]));
             std::vector<float> want = y_init;
             if (inverse)
-              kernels::cpu::rope_backward(x.data(), pos.data(), freq.data(), want.data(), c.rows, c.heads, c.hd);
+              kernels::cpu::rope_backward(x.data(), pos.data(), freq.data(), want.data(), c.rows, c.heads, c.hd, fresh);
             else
               kernels::cpu::rope_forward(x.data(), pos.data(), freq.data(), want.data(), c.rows, c.heads, c.hd);
             CHECK(rel_err(results[0], want) <= (y_bf16 ? 1e-2 : 1e-5));
@@ -290,11 +293,13 @@ TEST_SUITE("gpu-kernels") {
       std::vector<float> w32 = random_floats(size_t(c.D), 45, 0.2f);
       for (float& v : w32) v += 1.0f;
       for (bool bf16 : {false, true})
-        for (int which : {0, 1, 2}) {  // dx and dw, dx only, dw only
+        for (int which : {0, 1, 2, 3}) {  // dx and dw, dx only, dw only, a fresh dx (NaN bytes never read) and dw
           INFO("rows " << c.rows << " D " << c.D << " offset " << c.offset << " dtype " << name_of(bf16) << " grads "
                        << which);
           const DType dt = float_dtype(bf16);
-          const std::vector<float> x = round_to(dt, x32), dy = round_to(dt, dy32), dx0 = round_to(dt, dx32),
+          const bool fresh = which == 3;
+          const std::vector<float> x = round_to(dt, x32), dy = round_to(dt, dy32),
+                                   dx0 = fresh ? std::vector<float>(size_t(n), std::nanf("")) : round_to(dt, dx32),
                                    w = round_to(dt, w32);
           std::vector<float> rstd(size_t(c.rows)), y_out(static_cast<size_t>(n));
           kernels::cpu::rmsnorm_forward(x.data(), w.data(), y_out.data(), rstd.data(), c.rows, c.D, 1e-6f);
@@ -305,11 +310,12 @@ TEST_SUITE("gpu-kernels") {
           void* dx = which == 2 ? nullptr : bdx.ptr();
           void* dw = which == 1 ? nullptr : bdw.ptr();
           kernels::cuda::rmsnorm_backward(bx.ptr(), bw.ptr(), bf16, static_cast<const float*>(brstd.ptr()), bdy.ptr(),
-                                          bf16, dx, bf16, dw, false, partials.data<float>(), c.rows, c.D, stream(ctx));
+                                          bf16, dx, bf16, dw, false, partials.data<float>(), c.rows, c.D, stream(ctx),
+                                          fresh);
           const std::vector<float> got_dx = bdx.read(), got_dw = bdw.read();
           std::vector<float> want_dx = dx0, want_dw = dw0;
           kernels::cpu::rmsnorm_backward(x.data(), w.data(), rstd.data(), dy.data(), dx ? want_dx.data() : nullptr,
-                                         dw ? want_dw.data() : nullptr, c.rows, c.D);
+                                         dw ? want_dw.data() : nullptr, c.rows, c.D, fresh);
           CHECK(rel_err(got_dx, want_dx) <= (bf16 ? 1e-2 : 1e-5));
           CHECK(rel_err(got_dw, want_dw) <= 1e-5);  // dw is f32 (inputs rounded alike on both sides)
           if (!dx) CHECK(bitwise_equal(got_dx, dx0));
@@ -318,7 +324,7 @@ TEST_SUITE("gpu-kernels") {
           Buf again_dx = upload(dx0, dt, c.offset), again_dw = upload(dw0, DType::f32, 0);
           kernels::cuda::rmsnorm_backward(bx.ptr(), bw.ptr(), bf16, static_cast<const float*>(brstd.ptr()), bdy.ptr(),
                                           bf16, dx ? again_dx.ptr() : nullptr, bf16, dw ? again_dw.ptr() : nullptr,
-                                          false, partials.data<float>(), c.rows, c.D, stream(ctx));
+                                          false, partials.data<float>(), c.rows, c.D, stream(ctx), fresh);
           CHECK(bitwise_equal(again_dx.read(), got_dx));
           CHECK(bitwise_equal(again_dw.read(), got_dw));
         }

@@ -1,8 +1,10 @@
 // embedding, rmsnorm, rope, swiglu, concat: forward against references computed here in double,
 // backward against central finite differences, and every error message the ops can raise.
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
@@ -156,6 +158,44 @@ TEST_SUITE("ops") {
     check_gradients([&] { return ops::rmsnorm(x, w, 1e-6f); }, {x, w});
     Tensor wf = randn({8}, 7);
     check_gradients([&] { return ops::rmsnorm(x, wf, 1e-6f); }, {x});
+    // Through a non-leaf input: rmsnorm's backward first (its dx is fresh: written, not added to)
+    // and after another consumer's (added to that consumer's gradient).
+    check_gradients([&] { return ops::rmsnorm(ops::scale(x, 1.5f), w, 1e-6f); }, {x, w});
+    check_gradients([&] {
+      Tensor y = ops::scale(x, 1.5f);
+      Tensor n = ops::rmsnorm(y, w, 1e-6f);
+      return ops::add(n, ops::scale(y, 0.5f));  // scale's backward runs first: rmsnorm's dx is added
+    }, {x, w});
+    check_gradients([&] {
+      Tensor y = ops::scale(x, 1.5f);
+      Tensor s = ops::scale(y, 0.5f);
+      return ops::add(s, ops::rmsnorm(y, w, 1e-6f));  // rmsnorm's backward runs first: fresh dx
+    }, {x, w});
+  }
+
+  TEST_CASE("rmsnorm and rope backward kernels: a fresh dx is written (its old bytes never read), else added to") {
+    // The kernels against themselves on other buffers: fresh into NaN bytes must equal added to
+    // zeros bit for bit (what a zero-filled gradient gave), and added to ones must be 1 + that.
+    CpuRuntime rt;
+    const int64_t rows = 3, heads = 2, hd = 8, D = heads * hd;
+    std::vector<float> x = randn({rows, D}, 81).to_floats(), dy = randn({rows, D}, 82).to_floats();
+    std::vector<float> w = randn({hd}, 83).to_floats(), rstd(size_t(rows * heads), 0.7f);
+    std::vector<float> freq = hf_inv_freq(hd);
+    std::vector<int32_t> pos = {3, 0, 1000};
+    const float nan = std::nanf("");
+    for (int op = 0; op < 2; ++op) {
+      INFO((op == 0 ? "rmsnorm" : "rope"));
+      auto run = [&](float prefill, bool fresh) {
+        std::vector<float> dx(size_t(rows * D), prefill);
+        if (op == 0) kernels::cpu::rmsnorm_backward(x.data(), w.data(), rstd.data(), dy.data(), dx.data(), nullptr,
+                                                    rows * heads, hd, fresh);
+        else kernels::cpu::rope_backward(dy.data(), pos.data(), freq.data(), dx.data(), rows, heads, hd, fresh);
+        return dx;
+      };
+      const std::vector<float> fresh = run(nan, true), zeros = run(0.0f, false), ones = run(1.0f, false);
+      CHECK(std::memcmp(fresh.data(), zeros.data(), fresh.size() * sizeof(float)) == 0);
+      for (size_t i = 0; i < ones.size(); ++i) CHECK(ones[i] == zeros[i] + 1.0f);
+    }
   }
 
   TEST_CASE("rmsnorm errors name the op, the tensors and the fix") {
@@ -242,6 +282,19 @@ TEST_SUITE("ops") {
     Tensor positions = Tensor::from_ints({2, 3}, {7, 7, 0, 59999, 2, 1});
     Tensor inv_freq = Tensor::from_floats({3}, hf_inv_freq(6));
     check_gradients([&] { return ops::rope(x, positions, inv_freq); }, {x});
+    // Through a non-leaf input: rope's backward first (fresh dx: written) and after another
+    // consumer's (added to).
+    check_gradients([&] { return ops::rope(ops::scale(x, 1.5f), positions, inv_freq); }, {x});
+    check_gradients([&] {
+      Tensor y = ops::scale(x, 1.5f);
+      Tensor r = ops::rope(y, positions, inv_freq);
+      return ops::add(r, ops::scale(y, 0.5f));
+    }, {x});
+    check_gradients([&] {
+      Tensor y = ops::scale(x, 1.5f);
+      Tensor s = ops::scale(y, 0.5f);
+      return ops::add(s, ops::rope(y, positions, inv_freq));
+    }, {x});
   }
 
   TEST_CASE("rope errors name the op, the tensors and the fix") {

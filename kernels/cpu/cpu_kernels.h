@@ -32,16 +32,18 @@ void embedding_backward(const int32_t* ids, const float* dout, float* dtable, in
 
 // rmsnorm.cpp: rows of D. y = x * rstd * w with rstd = 1/sqrt(mean(x^2)+eps), saved [rows].
 void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t D, float eps);
-// dx and dw may be null; dw accumulates over rows in row order.
+// dx and dw may be null; dw accumulates over rows in row order; dx accumulates too, unless fresh
+// (its buffer not yet written: overwritten).
 void rmsnorm_backward(const float* x, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
-                      int64_t rows, int64_t D);
+                      int64_t rows, int64_t D, bool dx_fresh = false);
 
 // rope.cpp: x [rows, heads, hd], positions [rows], inv_freq [hd/2]; rotate-half convention:
 // y[i] = x[i] cos - x[i+hd/2] sin, y[i+hd/2] = x[i+hd/2] cos + x[i] sin, angle = pos * inv_freq[i].
 void rope_forward(const float* x, const int32_t* positions, const float* inv_freq, float* y, int64_t rows,
                   int64_t heads, int64_t hd);
+// dx += R(-angle) dy; a fresh dx (its buffer not yet written) is overwritten instead.
 void rope_backward(const float* dy, const int32_t* positions, const float* inv_freq, float* dx, int64_t rows,
-                   int64_t heads, int64_t hd);
+                   int64_t heads, int64_t hd, bool dx_fresh = false);
 
 // swiglu.cpp: y = silu(g) * u.
 void swiglu_forward(const float* g, const float* u, float* y, int64_t n);

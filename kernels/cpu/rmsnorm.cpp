@@ -23,7 +23,7 @@ void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int6
 //   dx_k += rstd * w_k * dy_k - rstd^3 / D * x_k * sum_j(dy_j * w_j * x_j)
 //   dw_j += sum_r dy_rj * x_rj * rstd_r, accumulated in row order.
 void rmsnorm_backward(const float* x, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
-                      int64_t rows, int64_t D) {
+                      int64_t rows, int64_t D, bool dx_fresh) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * D;
     const float* dyr = dy + r * D;
@@ -33,7 +33,10 @@ void rmsnorm_backward(const float* x, const float* w, const float* rstd, const f
       for (int64_t j = 0; j < D; ++j) dot += dyr[j] * w[j] * xr[j];
       float c = s * s * s * dot / float(D);
       float* dxr = dx + r * D;
-      for (int64_t j = 0; j < D; ++j) dxr[j] += s * w[j] * dyr[j] - c * xr[j];
+      for (int64_t j = 0; j < D; ++j) {
+        const float term = s * w[j] * dyr[j] - c * xr[j];
+        dxr[j] = (dx_fresh ? 0.0f : dxr[j]) + term;  // added to 0: a zero-filled dx's bits
+      }
     }
     if (dw)
       for (int64_t j = 0; j < D; ++j) dw[j] += dyr[j] * xr[j] * s;

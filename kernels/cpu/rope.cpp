@@ -26,9 +26,10 @@ void rope_forward(const float* x, const int32_t* positions, const float* inv_fre
   }
 }
 
-// dy, dx (rows, heads, hd): dx += R(-angle) dy, the transpose of the forward rotation.
+// dy, dx (rows, heads, hd): dx += R(-angle) dy, the transpose of the forward rotation (dx =
+// when fresh).
 void rope_backward(const float* dy, const int32_t* positions, const float* inv_freq, float* dx, int64_t rows,
-                   int64_t heads, int64_t hd) {
+                   int64_t heads, int64_t hd, bool dx_fresh) {
   int64_t half = hd / 2;
   for (int64_t r = 0; r < rows; ++r) {
     float pos = float(positions[r]);
@@ -39,8 +40,9 @@ void rope_backward(const float* dy, const int32_t* positions, const float* inv_f
       float c = std::cos(angle), s = std::sin(angle);
       for (int64_t h = 0; h < heads; ++h) {
         float d1 = dyr[h * hd + i], d2 = dyr[h * hd + i + half];
-        dxr[h * hd + i] += d1 * c + d2 * s;
-        dxr[h * hd + i + half] += d2 * c - d1 * s;
+        const float a = d1 * c + d2 * s, b = d2 * c - d1 * s;
+        dxr[h * hd + i] = (dx_fresh ? 0.0f : dxr[h * hd + i]) + a;  // added to 0: a zero-filled dx's bits
+        dxr[h * hd + i + half] = (dx_fresh ? 0.0f : dxr[h * hd + i + half]) + b;
       }
     }
   }

@@ -83,7 +83,7 @@ int64_t rmsnorm_dw_partials(int64_t rows, int64_t D);
 // dx and dw may be null; dw_partials is that scratch when dw is given.
 void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* rstd, const void* dy, bool dy_bf16,
                       void* dx, bool dx_bf16, void* dw, bool dw_bf16, float* dw_partials, int64_t rows, int64_t D,
-                      void* stream);
+                      void* stream, bool dx_fresh = false);  // dx += its term, or = when fresh
 
 // swiglu.cu: y = silu(g) * u; g, u, y share a dtype.
 void swiglu_forward(const void* g, const void* u, void* y, bool bf16, int64_t n, void* stream);
@@ -95,8 +95,9 @@ void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy,
 // rope.cu: x, y [rows, heads, hd] of one dtype, positions i32 [rows], inv_freq f32 [hd/2]; as kernels/cpu.
 void rope_forward(const void* x, const int32_t* positions, const float* inv_freq, void* y, bool bf16, int64_t rows,
                   int64_t heads, int64_t hd, void* stream);
+// dx += R(-angle) dy, or = when dx is fresh (its buffer not yet written).
 void rope_backward(const void* dy, bool dy_bf16, const int32_t* positions, const float* inv_freq, void* dx,
-                   bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream);  // dx += R(-angle) dy
+                   bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream, bool dx_fresh = false);
 
 // strided_rows.cu: the first `width` bytes of `rows` rows whose starts are `*pitch` bytes apart
 // (any dtype): copied from src to dst, or every byte set to `byte`.

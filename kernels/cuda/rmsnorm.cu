@@ -142,7 +142,7 @@ __device__ __forceinline__ float dw_term(float acc, float dy, float x, float s) 
 template <class TX, class TDY, class TDX>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_segment_kernel(const TX* x, const TX* w, const float* rstd, const TDY* dy, TDX* dx,
-                                    float* partials, int64_t rows, int64_t D, int64_t rows_per, int G) {
+                                    float* partials, int64_t rows, int64_t D, int64_t rows_per, int G, bool dx_fresh) {
   __shared__ float slot_sums[kThreads * kPack];  // [256/G slots][G*8 columns]
   const int t = threadIdx.x, slot = t / G, q = t % G, slots = kThreads / G;
   const bool column = q < int(D / kPack);
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kThreads)
     if (on) {
       load_pack(x + e, xv);
       load_pack(dy + e, dv);
-      if (dx) load_pack(dx + e, ov);
+      if (dx && !dx_fresh) load_pack(dx + e, ov);  // a fresh dx: added to 0, a zero-filled dx's bits
       s = rstd[r];
     }
     if (dx) {  // uniform: every lane reaches the shuffles
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class TX, class TDY, class TDX, int C>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_block_kernel(const TX* x, const TX* w, const float* rstd, const TDY* dy, TDX* dx,
-                                  float* partials, int64_t rows, int64_t D, int64_t rows_per) {
+                                  float* partials, int64_t rows, int64_t D, int64_t rows_per, bool dx_fresh) {
   __shared__ float warp_sums[2][kThreads / 32];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, packs = int(D / kPack);
   float acc[C][kPack] = {};
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads)
       if (p >= packs) continue;
       xr[k] = load_raw(x + r * D + p * kPack);
       dr[k] = load_raw(dy + r * D + p * kPack);
-      if (dx) orr[k] = load_raw(dx + r * D + p * kPack);
+      if (dx && !dx_fresh) orr[k] = load_raw(dx + r * D + p * kPack);
     }
     if (dx) {  // uniform: every thread reaches the barrier
       float dot = 0.0f;
@@ -242,7 +242,12 @@ __global__ void __launch_bounds__(kThreads)
         float xv[kPack], dv[kPack], wv[kPack], ov[kPack];
         unpack(xr[k], xv);
         unpack(dr[k], dv);
-        unpack(orr[k], ov);
+        if (dx_fresh) {
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) ov[j] = 0.0f;  // added to 0, a zero-filled dx's bits
+        } else {
+          unpack(orr[k], ov);
+        }
         load_pack(w + p * kPack, wv);
 #pragma unroll
         for (int j = 0; j < kPack; ++j) ov[j] = dx_term(ov[j], s, wv[j], dv[j], c, xv[j]);
@@ -272,7 +277,7 @@ __global__ void __launch_bounds__(kThreads)
 // Fallback for any D and alignment (runtime dtype flags): one warp per row for dx, and the
 // partials by one thread per column over the block's rows in row order.
 __global__ void rmsnorm_dx_kernel(const void* x, const void* w, bool xw_bf16, const float* rstd, const void* dy,
-                                  bool dy_bf16, void* dx, bool dx_bf16, int64_t rows, int64_t D) {
+                                  bool dy_bf16, void* dx, bool dx_bf16, int64_t rows, int64_t D, bool dx_fresh) {
   const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= rows) return;
@@ -284,7 +289,7 @@ __global__ void rmsnorm_dx_kernel(const void* x, const void* w, bool xw_bf16, co
   const float s = rstd[r], c = dx_coefficient(s, dot, D);
   for (int64_t j = lane; j < D; j += 32)
     store(dx, dx_bf16, base + j,
-          dx_term(load(dx, dx_bf16, base + j), s, load(w, xw_bf16, j), load(dy, dy_bf16, base + j), c,
+          dx_term(dx_fresh ? 0.0f : load(dx, dx_bf16, base + j), s, load(w, xw_bf16, j), load(dy, dy_bf16, base + j), c,
                   load(x, xw_bf16, base + j)));
 }
 
@@ -341,20 +346,20 @@ int64_t dw_rows_per_partial(int64_t rows, int64_t D) {
 
 template <class TX, class TDY, class TDX>
 void launch_fused(const void* x, const void* w, const float* rstd, const void* dy, void* dx, float* partials,
-                  int64_t rows, int64_t D, int64_t per, int64_t P, cudaStream_t s) {
+                  int64_t rows, int64_t D, int64_t per, int64_t P, cudaStream_t s, bool dx_fresh) {
   const auto px = static_cast<const TX*>(x), pw = static_cast<const TX*>(w);
   const auto pdy = static_cast<const TDY*>(dy);
   const auto pdx = static_cast<TDX*>(dx);
   const int64_t packs = D / kPack;
   if (packs <= kMaxSegment) {
     rmsnorm_backward_segment_kernel<TX, TDY, TDX><<<unsigned(P), kThreads, 0, s>>>(
-        px, pw, rstd, pdy, pdx, partials, rows, D, per, segment_lanes(packs));
+        px, pw, rstd, pdy, pdx, partials, rows, D, per, segment_lanes(packs), dx_fresh);
   } else if (packs <= 2 * kThreads) {
     rmsnorm_backward_block_kernel<TX, TDY, TDX, 2><<<unsigned(P), kThreads, 0, s>>>(px, pw, rstd, pdy, pdx, partials,
-                                                                                    rows, D, per);
+                                                                                    rows, D, per, dx_fresh);
   } else {
     rmsnorm_backward_block_kernel<TX, TDY, TDX, kMaxBlockPacks><<<unsigned(P), kThreads, 0, s>>>(
-        px, pw, rstd, pdy, pdx, partials, rows, D, per);
+        px, pw, rstd, pdy, pdx, partials, rows, D, per, dx_fresh);
   }
 }
 }  // namespace
@@ -385,7 +390,7 @@ int64_t rmsnorm_dw_partials(int64_t rows, int64_t D) {
 
 void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* rstd, const void* dy, bool dy_bf16,
                       void* dx, bool dx_bf16, void* dw, bool dw_bf16, float* dw_partials, int64_t rows, int64_t D,
-                      void* stream) {
+                      void* stream, bool dx_fresh) {
   if (rows == 0 || D == 0 || (!dx && !dw)) return;
   cudaStream_t s = as_stream(stream);
   const int64_t per = dw_rows_per_partial(rows, D), P = rmsnorm_dw_partials(rows, D);
@@ -398,7 +403,7 @@ void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* r
       with_dtype(dy_bf16, [&](auto tdy) {
         with_dtype(dx_bf16, [&](auto tdx) {
           launch_fused<typename decltype(tx)::type, typename decltype(tdy)::type, typename decltype(tdx)::type>(
-              x, w, rstd, dy, dx, partials, rows, D, per, P, s);
+              x, w, rstd, dy, dx, partials, rows, D, per, P, s, dx_fresh);
         });
       });
     });
@@ -406,7 +411,7 @@ void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* r
   } else {
     if (dx) {
       const unsigned grid = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-      rmsnorm_dx_kernel<<<grid, kThreads, 0, s>>>(x, w, xw_bf16, rstd, dy, dy_bf16, dx, dx_bf16, rows, D);
+      rmsnorm_dx_kernel<<<grid, kThreads, 0, s>>>(x, w, xw_bf16, rstd, dy, dy_bf16, dx, dx_bf16, rows, D, dx_fresh);
       check_launch("rmsnorm_backward: dx");
     }
     if (partials) {

@@ -39,8 +39,10 @@ __device__ __forceinline__ void store_units(T* p, const float (&v)[U]) {
 
 // x, y (rows, heads, hd); positions (rows); inv_freq (hd/2). One task = (row r, head group, U
 // consecutive frequencies i): the task's angles are taken once and reused for every head of its
-// group (heads_per_group consecutive heads). kInverse: y += R(-angle) x, else y = R(angle) x.
-template <bool kInverse, class TX, class TY, int U>
+// group (heads_per_group consecutive heads). kMode: y = R(angle) x (kForward), y += R(-angle) x
+// (kInverseAdd), y = R(-angle) x (kInverseSet).
+enum RopeMode { kForward, kInverseAdd, kInverseSet };
+template <int kMode, class TX, class TY, int U>
 __global__ void __launch_bounds__(kThreads)
     rope_kernel(const TX* x, const int32_t* positions, const float* inv_freq, TY* y, int64_t rows, int64_t heads,
                 int64_t hd, int64_t heads_per_group) {
@@ -58,11 +60,14 @@ __global__ void __launch_bounds__(kThreads)
       float x1[U], x2[U], y1[U], y2[U];
       load_units<TX, U>(x + lo, x1);
       load_units<TX, U>(x + hi, x2);
-      if constexpr (kInverse) {
+      if constexpr (kMode == kInverseAdd) {
         load_units<TY, U>(y + lo, y1);
         load_units<TY, U>(y + hi, y2);
 #pragma unroll
         for (int j = 0; j < U; ++j) rot[j].inverse_add(x1[j], x2[j], y1[j], y2[j]);
+      } else if constexpr (kMode == kInverseSet) {  // added to 0, so the bits of a zero-filled y
+#pragma unroll
+        for (int j = 0; j < U; ++j) y1[j] = y2[j] = 0.0f, rot[j].inverse_add(x1[j], x2[j], y1[j], y2[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < U; ++j) rot[j].forward(x1[j], x2[j], y1[j], y2[j]);
@@ -73,10 +78,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <bool kInverse, class TX, class TY, int U>
+template <int kMode, class TX, class TY, int U>
 void launch_rope(const void* x, const int32_t* positions, const float* inv_freq, void* y, int64_t rows, int64_t heads,
                  int64_t hd, cudaStream_t s) {
-  constexpr auto kernel = rope_kernel<kInverse, TX, TY, U>;
+  constexpr auto kernel = rope_kernel<kMode, TX, TY, U>;
   // Heads per task: few enough that the tasks fill the GPU twice over, so the angles are shared
   // by as many heads as the parallelism allows (the result does not depend on the grouping).
   const int64_t per_head_tasks = rows * (hd / 2 / U);
@@ -88,7 +93,7 @@ void launch_rope(const void* x, const int32_t* positions, const float* inv_freq,
                                                                 static_cast<TY*>(y), rows, heads, hd, heads_per_group);
 }
 
-template <bool kInverse>
+template <int kMode>
 void dispatch(const void* x, bool x_bf16, const int32_t* positions, const float* inv_freq, void* y, bool y_bf16,
               int64_t rows, int64_t heads, int64_t hd, cudaStream_t s) {
   const bool packs = hd % (2 * kPack) == 0 && aligned16(x) && aligned16(y);
@@ -96,8 +101,8 @@ void dispatch(const void* x, bool x_bf16, const int32_t* positions, const float*
     with_dtype(y_bf16, [&](auto ty) {
       using TX = typename decltype(tx)::type;
       using TY = typename decltype(ty)::type;
-      if (packs) launch_rope<kInverse, TX, TY, kPack>(x, positions, inv_freq, y, rows, heads, hd, s);
-      else launch_rope<kInverse, TX, TY, 1>(x, positions, inv_freq, y, rows, heads, hd, s);
+      if (packs) launch_rope<kMode, TX, TY, kPack>(x, positions, inv_freq, y, rows, heads, hd, s);
+      else launch_rope<kMode, TX, TY, 1>(x, positions, inv_freq, y, rows, heads, hd, s);
     });
   });
 }
@@ -107,15 +112,16 @@ void dispatch(const void* x, bool x_bf16, const int32_t* positions, const float*
 void rope_forward(const void* x, const int32_t* positions, const float* inv_freq, void* y, bool bf16, int64_t rows,
                   int64_t heads, int64_t hd, void* stream) {
   if (rows * (hd / 2) == 0 || heads == 0) return;
-  dispatch<false>(x, bf16, positions, inv_freq, y, bf16, rows, heads, hd, as_stream(stream));
+  dispatch<kForward>(x, bf16, positions, inv_freq, y, bf16, rows, heads, hd, as_stream(stream));
   check_launch("rope_forward");
 }
 
-// dy, dx (rows, heads, hd): dx += R(-angle) dy.
+// dy, dx (rows, heads, hd): dx += R(-angle) dy (= when dx is fresh).
 void rope_backward(const void* dy, bool dy_bf16, const int32_t* positions, const float* inv_freq, void* dx,
-                   bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream) {
+                   bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream, bool dx_fresh) {
   if (rows * (hd / 2) == 0 || heads == 0) return;
-  dispatch<true>(dy, dy_bf16, positions, inv_freq, dx, dx_bf16, rows, heads, hd, as_stream(stream));
+  if (dx_fresh) dispatch<kInverseSet>(dy, dy_bf16, positions, inv_freq, dx, dx_bf16, rows, heads, hd, as_stream(stream));
+  else dispatch<kInverseAdd>(dy, dy_bf16, positions, inv_freq, dx, dx_bf16, rows, heads, hd, as_stream(stream));
   check_launch("rope_backward");
 }
 

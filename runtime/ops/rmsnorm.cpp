@@ -45,13 +45,17 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
 
   if (grad) {
     record_node("rmsnorm", {&y}, [x, weight, rstd, rows, D](NodeGrads& g) {
-      Tensor dy = g.out(0), dx = g.in(x), dw = g.in(weight);
-      if (!dy.defined() || (!dx.defined() && !dw.defined())) return;
-      note_io({&x, &weight, &rstd, &dy}, {}, {&dx, &dw});
+      Tensor dy = g.out(0);
+      if (!dy.defined()) return;
+      auto [dx, dx_fresh] = g.in_overwritable(x);  // fresh: written, not added to (no zero fill)
+      Tensor dw = g.in(weight);
+      if (!dx.defined() && !dw.defined()) return;
+      const Tensor none;
+      note_io({&x, &weight, &rstd, &dy}, {dx_fresh ? &dx : &none}, {dx_fresh ? &none : &dx, &dw});
       if (on_cpu()) {
         const float *px = f32(x), *pw = f32(weight), *pr = f32(rstd), *pdy = f32(dy);
         float *pdx = f32(dx), *pdw = f32(dw);
-        ctx().launch([=] { kernels::cpu::rmsnorm_backward(px, pw, pr, pdy, pdx, pdw, rows, D); });
+        ctx().launch([=, fresh = dx_fresh] { kernels::cpu::rmsnorm_backward(px, pw, pr, pdy, pdx, pdw, rows, D, fresh); });
         return;
       }
 #ifdef DFLASH_CUDA
@@ -59,7 +63,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps) {
       Tensor partials = dw.defined() ? Tensor::empty({kernels::cuda::rmsnorm_dw_partials(rows, D), D}, DType::f32) : Tensor();
       if (void* s = ctx().cuda_stream_for_launch())
         kernels::cuda::rmsnorm_backward(x.raw(), weight.raw(), bf16(x), f32(rstd), dy.raw(), bf16(dy), raw(dx), bf16(dx),
-                                        raw(dw), bf16(dw), f32(partials), rows, D, s);
+                                        raw(dw), bf16(dw), f32(partials), rows, D, s, dx_fresh);
 #endif
     });
   }

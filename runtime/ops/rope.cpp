@@ -48,20 +48,23 @@ Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq) {
 
   if (needs_grad({&x})) {
     record_node("rope", {&y}, [x = grad_key(x), positions, inv_freq, rows, heads, hd](NodeGrads& g) {
-      Tensor dy = g.out(0), dx = g.in(x);
-      if (!dy.defined() || !dx.defined()) return;
+      Tensor dy = g.out(0);
+      if (!dy.defined()) return;
+      auto [dx, fresh] = g.in_overwritable(x);  // fresh: written, not added to (no zero fill)
+      if (!dx.defined()) return;
       const float* pf = f32(inv_freq);
       const int32_t* pp = i32(positions);
-      note_io({&dy}, {}, {&dx});
+      const Tensor none;
+      note_io({&dy}, {fresh ? &dx : &none}, {fresh ? &none : &dx});
       if (on_cpu()) {
         const float* pdy = f32(dy);
         float* pdx = f32(dx);
-        ctx().launch([=] { kernels::cpu::rope_backward(pdy, pp, pf, pdx, rows, heads, hd); });
+        ctx().launch([=, fresh = fresh] { kernels::cpu::rope_backward(pdy, pp, pf, pdx, rows, heads, hd, fresh); });
         return;
       }
 #ifdef DFLASH_CUDA
       if (void* s = ctx().cuda_stream_for_launch())
-        kernels::cuda::rope_backward(dy.raw(), bf16(dy), pp, pf, dx.raw(), bf16(dx), rows, heads, hd, s);
+        kernels::cuda::rope_backward(dy.raw(), bf16(dy), pp, pf, dx.raw(), bf16(dx), rows, heads, hd, s, fresh);
 #endif
     });
   }
