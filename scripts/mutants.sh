@@ -145,6 +145,9 @@ mutant "rope backward overwrites a gradient another consumer wrote first" "-tc=*
 mutant "rmsnorm backward adds a fresh dx to what its buffer held" "-tc=*fresh*dx*is*written*" \
   'dxr[j] = (dx_fresh ? 0.0f : dxr[j]) + term;' \
   'dxr[j] = (dx_fresh ? dxr[j] : dxr[j]) + term;'
+mutant "a wgmma descriptor advanced by twice its k-step" "-ts=attention-sm90-layout" \
+  'return desc + uint64_t(bytes >> 4); }' \
+  'return desc + uint64_t(bytes >> 3); }'
 mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \
   'restore(dy, dx, groups, row_bytes, period, 0x3F);'

@@ -69,6 +69,24 @@ TEST_SUITE("attention-sm90-layout") {
     }
   }
 
+  TEST_CASE("a descriptor advanced by a k-step's bytes is that k-step's descriptor, for every tile in shared memory") {
+    // What the kernels issue: desc_advance of the k-step-0 descriptor by a constant, against the
+    // descriptor built from the k-step's address; every 1024-aligned tile up to 228 KiB.
+    for (uint32_t tile = 0; tile + tile_bytes(kRows, 128) <= 228u * 1024u; tile += 1024) {
+      CAPTURE(tile);
+      for (int row0 : {0, 8, 32, 48})
+        for (int kk = 0; kk < 8; ++kk) {
+          CAPTURE(row0);
+          CAPTURE(kk);
+          CHECK(desc_advance(kmajor_desc(tile, kRows, row0, 0), kmajor_step(kRows, kk)) ==
+                kmajor_desc(tile, kRows, row0, kk));
+          if (row0 + 16 * kk + 16 <= kRows)
+            CHECK(desc_advance(mnmajor_desc(tile, kRows, row0, 0), mnmajor_step(kk)) ==
+                  mnmajor_desc(tile, kRows, row0, kk));
+        }
+    }
+  }
+
   TEST_CASE("division by the rows per block through a 64-bit magic number is exact") {
     uint64_t state = 12345;
     auto next = [&] {

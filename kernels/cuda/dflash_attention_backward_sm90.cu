@@ -114,21 +114,25 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
   uint32_t pk = 0;
   int prow0 = 0;
   auto issue_sdp = [&](uint32_t kt, uint32_t vt, int row0) {  // s = Q K^T, dp = dO V^T (32 keys)
+    const uint64_t kd = kmajor_desc(kt, kRows, row0, 0), vd = kmajor_desc(vt, kRows, row0, 0);
     pin(s);
     pin(dp);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(s, qa[kk], kmajor_desc(kt, kRows, row0, kk), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < KS; ++kk)
+      mma_rs<32, 0>(s, qa[kk], desc_advance(kd, kmajor_step(kRows, kk)), kk > 0 ? 1 : 0);
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) mma_rs<32, 0>(dp, oa[kk], kmajor_desc(vt, kRows, row0, kk), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < KS; ++kk)
+      mma_rs<32, 0>(dp, oa[kk], desc_advance(vd, kmajor_step(kRows, kk)), kk > 0 ? 1 : 0);
     wg_commit();
   };
   auto issue_dq = [&] {  // dq_acc += dS K for the pending half
+    const uint64_t pd = mnmajor_desc(pk, kRows, prow0, 0);
     pin(dq);
     pin(da);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) mma_rs<HDP, 1>(dq, da[kk], mnmajor_desc(pk, kRows, prow0, kk), 1);
+    for (int kk = 0; kk < 2; ++kk) mma_rs<HDP, 1>(dq, da[kk], desc_advance(pd, mnmajor_step(kk)), 1);
     wg_commit();
   };
   auto elementwise = [&](int v0, bool full) {  // s = dS of the 32 keys from virtual key v0

@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   const float sc = G.scale * kLog2e;
   const int wk0 = key0 + (SPLIT ? 0 : wg * kRows);                    // the warpgroup's first key
   const int kidx[2] = {wk0 + warp * 16 + gq, wk0 + warp * 16 + gq + 8};  // the thread's two keys
-  const uint32_t kt = sK + uint32_t(SPLIT ? 0 : wg) * TB, vt = sV + uint32_t(SPLIT ? 0 : wg) * TB;
+  const uint64_t ktd = kmajor_desc(sK + uint32_t(SPLIT ? 0 : wg) * TB, kRows, 0, 0),
+                 vtd = kmajor_desc(sV + uint32_t(SPLIT ? 0 : wg) * TB, kRows, 0, 0);  // K, V as A operands
   float dv[NO] = {}, dk[NO] = {};       // (64 keys, HDP): sum of P^T dO, sum of dS^T Q
   float st[32] = {}, dpt[32] = {};      // (64 keys, 64 rows): S^T then P^T; dP^T then dS^T
   for (int i = 0; i < nloc; ++i) {
@@ -169,15 +170,19 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     if (!__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) continue;
     const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
     const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
+    const uint64_t qtd = kmajor_desc(qt, kRows, 0, 0), otd = kmajor_desc(ot, kRows, 0, 0);  // B of S^T, dP^T
+    const uint64_t qtm = mnmajor_desc(qt, kRows, 0, 0), otm = mnmajor_desc(ot, kRows, 0, 0);  // B of dK, dV
     pin(st);
     pin(dpt);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk)
-      mma_ss<64, 0, 0>(st, kmajor_desc(kt, kRows, 0, kk), kmajor_desc(qt, kRows, 0, kk), kk > 0 ? 1 : 0);
+      mma_ss<64, 0, 0>(st, desc_advance(ktd, kmajor_step(kRows, kk)), desc_advance(qtd, kmajor_step(kRows, kk)),
+                       kk > 0 ? 1 : 0);
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk)
-      mma_ss<64, 0, 0>(dpt, kmajor_desc(vt, kRows, 0, kk), kmajor_desc(ot, kRows, 0, kk), kk > 0 ? 1 : 0);
+      mma_ss<64, 0, 0>(dpt, desc_advance(vtd, kmajor_step(kRows, kk)), desc_advance(otd, kmajor_step(kRows, kk)),
+                       kk > 0 ? 1 : 0);
     wg_commit();
     wg_wait<0>();
     pin(st);
@@ -219,9 +224,9 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     pin(da);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dv, pa[kk], mnmajor_desc(ot, kRows, 0, kk), 1);
+    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dv, pa[kk], desc_advance(otm, mnmajor_step(kk)), 1);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], mnmajor_desc(qt, kRows, 0, kk), 1);
+    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], desc_advance(qtm, mnmajor_step(kk)), 1);
     wg_commit();
     wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier
     pin(dv);

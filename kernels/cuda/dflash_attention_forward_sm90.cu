@@ -76,11 +76,12 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
   float corr[2] = {1.0f, 1.0f};  // rescale of O that goes with the pending P V
 
   auto issue_s = [&](int t) {  // s = Q K(t)^T
-    const uint32_t kt = sK + uint32_t(t % kStages) * TB;
+    const uint64_t kd = kmajor_desc(sK + uint32_t(t % kStages) * TB, kRows, 0, 0);
     pin(s);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) mma_rs<64, 0>(s, qa[kk], kmajor_desc(kt, kRows, 0, kk), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < KS; ++kk)
+      mma_rs<64, 0>(s, qa[kk], desc_advance(kd, kmajor_step(kRows, kk)), kk > 0 ? 1 : 0);
     wg_commit();
   };
   auto issue_pv = [&](int t) {  // o = o * corr + P(t) V(t)
@@ -88,12 +89,12 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
     for (int j = 0; j < HDP / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i], o[4 * j + 2 * i + 1] *= corr[i];
-    const uint32_t vt = sV + uint32_t(t % kStages) * TB;
+    const uint64_t vd = mnmajor_desc(sV + uint32_t(t % kStages) * TB, kRows, 0, 0);
     pin(o);
     pin(pf);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(o, pf[kk], mnmajor_desc(vt, kRows, 0, kk), 1);
+    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(o, pf[kk], desc_advance(vd, mnmajor_step(kk)), 1);
     wg_commit();
   };
   auto softmax = [&](int t) {  // s = P(t) (f32), corr = the rescale for tile t; m, l updated

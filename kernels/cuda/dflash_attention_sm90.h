@@ -57,6 +57,17 @@ DFLASH_HD constexpr uint64_t mnmajor_desc(uint32_t tile, int rows, int row0, int
   return make_desc(mnmajor_start(tile, row0, kk), slab_bytes(rows), 1024u);
 }
 
+// A descriptor moved on by `bytes` (a multiple of 16): the descriptor of k-step kk from that of
+// k-step 0, desc_advance(kmajor_desc(t, rows, row0, 0), kmajor_step(rows, kk)) ==
+// kmajor_desc(t, rows, row0, kk), and likewise mnmajor_step; one add of a constant where kk is
+// one, instead of masking the address again. Exact while the start address stays below 2^18
+// (shared memory is 228 KiB), so no carry leaves the 14-bit start field.
+DFLASH_HD constexpr uint32_t kmajor_step(int rows, int kk) {
+  return uint32_t(kk >> 2) * slab_bytes(rows) + uint32_t(kk & 3) * 32u;
+}
+DFLASH_HD constexpr uint32_t mnmajor_step(int kk) { return uint32_t(16 * kk) * 128u; }
+DFLASH_HD constexpr uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + uint64_t(bytes >> 4); }
+
 // The address the tensor cores read for element (mn, k) of one m64nNk16 operand, as the canonical
 // layouts define it (used by the CPU layout test only): K-major SW128 is ((8,m),(8,2)) over
 // (rows of 128 bytes, 8-row groups at SBO); MN-major SW128 is ((64,n),(8,k)) over (64 contiguous
