@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
   auto stage_kv = [&](int t) {
     if (t < c.ntiles) {
       const uint32_t at = uint32_t(t % kDqStages) * TB;
-      stage_rows<HDP>(sK + at, p.k, sV + at, p.v, tid, hd, [&](int r) { return key_offset(c, t * kRows + r); });
+      stage_key_tile<HDP>(sK + at, p.k, sV + at, p.v, c, t, tid, hd);
     }
   };
 #pragma unroll

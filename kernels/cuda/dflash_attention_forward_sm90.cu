@@ -38,14 +38,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
   const WgView w = wg_view(p, c, wg);
 
   auto stage_k = [&](int t) {
-    if (t < c.ntiles)
-      stage_rows<HDP>(sK + uint32_t(t % kStages) * TB, p.k, 0, nullptr, tid, hd,
-                      [&](int r) { return key_offset(c, t * kRows + r); });
+    if (t < c.ntiles) stage_key_tile<HDP>(sK + uint32_t(t % kStages) * TB, p.k, 0, nullptr, c, t, tid, hd);
   };
   auto stage_v = [&](int t) {
-    if (t < c.ntiles)
-      stage_rows<HDP>(sV + uint32_t(t % kStages) * TB, p.v, 0, nullptr, tid, hd,
-                      [&](int r) { return key_offset(c, t * kRows + r); });
+    if (t < c.ntiles) stage_key_tile<HDP>(sV + uint32_t(t % kStages) * TB, p.v, 0, nullptr, c, t, tid, hd);
   };
 #pragma unroll
   for (int h = 0; h < 2; ++h)

@@ -156,6 +156,22 @@ __device__ __forceinline__ int64_t key_offset(const QueryCta& c, int v) {
   return c.kv_base + int64_t(v < c.Amax ? v : c.draft0 + (v - c.Amax)) * c.kv_stride;
 }
 
+// Key tile t (virtual keys 64t ..) of k into t0 and, when s1 is not null, of v into t1, as
+// stage_rows. A tile of context keys only (most of them) takes its rows at one stride from the
+// tile's first key, without key_offset's per-row choice: the same offsets.
+template <int HDP>
+__device__ __forceinline__ void stage_key_tile(uint32_t t0, const bf16_t* s0, uint32_t t1, const bf16_t* s1,
+                                               const QueryCta& c, int t, int tix, int hd) {
+  const int v0 = t * kRows;
+  if (v0 + kRows <= c.Amax) {  // uniform over the CTA
+    const int64_t first = c.kv_base + int64_t(v0) * c.kv_stride;
+    stage_rows<HDP>(t0, s0 + first, t1, s1 == nullptr ? nullptr : s1 + first, tix, hd,
+                    [&](int r) { return int64_t(r * c.kv_stride); });
+  } else {
+    stage_rows<HDP>(t0, s0, t1, s1, tix, hd, [&](int r) { return key_offset(c, v0 + r); });
+  }
+}
+
 // What the kept rows of one warpgroup see: context keys below ctx_max (all of them below ctx_min)
 // and draft keys in [dlo, dhi). any = false: no kept row (nothing to compute).
 struct WgView {
