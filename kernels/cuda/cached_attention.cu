@@ -160,9 +160,15 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
       if (last[rr] < t0) continue;  // warp-uniform: the row sees none of this tile
       const float* q = sQ + (rr * kWarps + warp) * HD;
       const float* k = sK + lane * (HD + 1);
-      float s = 0.0f;
+      // Four independent partial sums (columns d % 4), added pairwise: a chain of HD / 4 dependent
+      // FMAs instead of HD. The order depends on neither n nor the row, so a row scores alike in a
+      // one-token step and in a verify block.
+      float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 8
-      for (int d = 0; d < HD; ++d) s = fmaf(q[d], k[d], s);
+      for (int d = 0; d < HD; d += 4)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) s4[u] = fmaf(q[d + u], k[d + u], s4[u]);
+      float s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
       s = (key < k1 && key <= last[rr]) ? s * G.scale : -INFINITY;
       float mx = s;
       for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
