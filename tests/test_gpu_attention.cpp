@@ -178,9 +178,10 @@ std::vector<int32_t> shuffled_anchors(int64_t B, int64_t N, int64_t S, int64_t b
 
 // The kernels called directly with an explicit version (the op runs the default one), bf16
 // tensors: forward, then the backward from that forward's out and lse into zeroed bf16 gradients,
-// twice (grads of the second call in dq2, dk2, dv2).
+// twice (grads of the second call in dq2, dk2, dv2), then into fresh ones: NaN bytes the kernels
+// must write over without reading (dq3, dk3, dv3).
 struct KernelResult {
-  std::vector<float> out, lse, dq, dk, dv, dq2, dk2, dv2;
+  std::vector<float> out, lse, dq, dk, dv, dq2, dk2, dv2, dq3, dk3, dv3;
 };
 KernelResult run_kernels(const Case& c, const Data& d, int version) {
   Context ctx{Device::cuda(0)};
@@ -202,26 +203,31 @@ KernelResult run_kernels(const Case& c, const Data& d, int version) {
   f.version = version;
   kernels::cuda::dflash_attention_forward(f, ctx.cuda_stream());
   KernelResult r;
-  auto backward = [&] {
-    for (Tensor* t : {&dq, &dk, &dv}) ops::fill_(*t, 0.0f);
+  auto backward = [&](bool fresh) {
+    for (Tensor* t : {&dq, &dk, &dv}) ops::fill_(*t, fresh ? NAN : 0.0f);
     kernels::cuda::DflashAttentionBackward b{q.raw(),  k.raw(), v.raw(), true, pa, pk, dims, out.raw(), dout.raw(),
                                              true, static_cast<const float*>(lse.raw()),
                                              static_cast<float*>(delta.raw()), dq.raw(), true, dk.raw(), true, dv.raw(),
                                              true};
     b.version = version;
+    b.dq_fresh = b.dk_fresh = b.dv_fresh = fresh;
     kernels::cuda::dflash_attention_backward(b, ctx.cuda_stream());
     ctx.synchronize();
   };
-  backward();
+  backward(false);
   r.out = out.to_floats();
   r.lse = lse.to_floats();
   r.dq = dq.to_floats();
   r.dk = dk.to_floats();
   r.dv = dv.to_floats();
-  backward();
+  backward(false);
   r.dq2 = dq.to_floats();
   r.dk2 = dk.to_floats();
   r.dv2 = dv.to_floats();
+  backward(true);
+  r.dq3 = dq.to_floats();
+  r.dk3 = dk.to_floats();
+  r.dv3 = dv.to_floats();
   return r;
 }
 
@@ -254,6 +260,13 @@ void check_versions(const Case& c, uint64_t seed) {
   CHECK(bitwise_equal(v2.dk, v2.dk2));
   CHECK(bitwise_equal(v2.dv, v2.dv2));
   CHECK(bitwise_equal(v1.dk, v1.dk2));
+  // Fresh gradients: every element written, the bits of adding to zeros (both versions).
+  for (const KernelResult* r : {&v1, &v2}) {
+    INFO("version " << (r == &v1 ? 1 : 2) << ", fresh gradients");
+    CHECK(bitwise_equal(r->dq3, r->dq));
+    CHECK(bitwise_equal(r->dk3, r->dk));
+    CHECK(bitwise_equal(r->dv3, r->dv));
+  }
   const size_t qrow = size_t(c.nh * c.hd);
   bool dropped_zero = true;
   for (int64_t b = 0; b < c.B; ++b)
@@ -383,6 +396,10 @@ TEST_SUITE("gpu-attention") {
       CHECK(max_abs(r.dq) == 0);
       CHECK(max_abs(r.dk) == 0);
       CHECK(max_abs(r.dv) == 0);
+      // Fresh: no row sees any key, so every CTA writes its zeros (none may keep the NaN fill).
+      CHECK(bitwise_equal(r.dq3, r.dq));
+      CHECK(bitwise_equal(r.dk3, r.dk));
+      CHECK(bitwise_equal(r.dv3, r.dv));
     }
   }
 

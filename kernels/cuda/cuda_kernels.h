@@ -244,6 +244,9 @@ struct DflashAttentionBackward {
   void* dv;
   bool dv_bf16;
   int version = 0;  // as in DflashAttentionForward
+  // A fresh gradient (its buffer not yet written) is written, not added to: every element, the
+  // bits a zero-filled one would get. dq, dk and dv must not share memory when one is fresh.
+  bool dq_fresh = false, dk_fresh = false, dv_fresh = false;
 };
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream);
 

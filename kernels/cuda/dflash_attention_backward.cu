@@ -455,6 +455,10 @@ void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const Geometry G = geometry(a.d);
   if ((!a.dq && !a.dk && !a.dv) || G.B * G.N * G.nkv == 0) return;
   if (attention_version(a.version) == 2 && sm90::backward(a, stream)) return;
+  // Version 1 only adds: a fresh gradient is zero-filled first.
+  if (a.dq && a.dq_fresh) fill(a.dq, a.dq_bf16, G.B * G.T * G.nh * G.hd, 0.0f, stream);
+  if (a.dk && a.dk_fresh) fill(a.dk, a.dk_bf16, G.B * G.keys * G.nkv * G.hd, 0.0f, stream);
+  if (a.dv && a.dv_fresh) fill(a.dv, a.dv_bf16, G.B * G.keys * G.nkv * G.hd, 0.0f, stream);
   cudaStream_t s = as_stream(stream);
   const int64_t rows = G.B * G.T * G.nh;
   delta_kernel<<<blocks_for(rows, kDeltaThreads / 32), kDeltaThreads, 0, s>>>(a.out, a.bf16, a.dout, a.dout_bf16,

@@ -201,12 +201,13 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const QueryRow& r = rows[i];
-    if (!r.kept) continue;
+    if (!r.valid || (!r.kept && !p.dq_fresh)) continue;  // a dropped block's fresh rows get 0
 #pragma unroll
     for (int j = 0; j < HDP / 8; ++j) {
       const int col = 8 * j + 2 * tq;
       if (col >= hd) break;
-      add_pair(p.dq, p.dq_bf16, r.off + col, G.scale * dq[4 * j + 2 * i], G.scale * dq[4 * j + 2 * i + 1]);
+      const float x = r.kept ? G.scale * dq[4 * j + 2 * i] : 0.0f, y = r.kept ? G.scale * dq[4 * j + 2 * i + 1] : 0.0f;
+      put_pair(p.dq, p.dq_bf16, p.dq_fresh, r.off + col, x, y);
     }
   }
 }
@@ -221,6 +222,7 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
   p.delta = a.delta;
   p.dq = a.dq, p.dk = a.dk, p.dv = a.dv;
   p.dq_bf16 = a.dq_bf16, p.dk_bf16 = a.dk_bf16, p.dv_bf16 = a.dv_bf16;
+  p.dq_fresh = a.dq_fresh, p.dk_fresh = a.dk_fresh, p.dv_fresh = a.dv_fresh;
   const Geometry& G = p.G;
   cudaStream_t s = as_stream(stream);
   const int64_t rows = G.B * G.T * G.nh;

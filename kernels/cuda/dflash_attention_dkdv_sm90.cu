@@ -83,8 +83,12 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   }
   __syncthreads();
   const int first = s_first, last = s_last;
-  if (first > last) return;  // no row sees these keys: their gradients get nothing
-  const int Rb = first * p.rpk, Re = (last + 1) * p.rpk, nch = (Re - Rb + kRows - 1) / kRows;
+  // No row sees these keys: their gradients get nothing, so the CTA stops, unless one is fresh:
+  // then it walks no chunks and writes its zero sums as usual.
+  const bool unseen = first > last;
+  if (unseen && !((p.dv != nullptr && p.dv_fresh) || (p.dk != nullptr && p.dk_fresh))) return;
+  const int Rb = unseen ? 0 : first * p.rpk, Re = unseen ? 0 : (last + 1) * p.rpk;
+  const int nch = (Re - Rb + kRows - 1) / kRows;
   // This pipeline's chunks: i = 0 .. nloc-1 is chunk ch(i).
   const int nloc = SPLIT ? (nch - pipe + 1) / 2 : nch;
   auto chunk_of = [&](int i) { return SPLIT ? 2 * i + pipe : i; };
@@ -255,9 +259,11 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     for (int j = 0; j < HDP / 8; ++j) {
       const int col = 8 * j + 2 * tq;
       if (col >= hd) break;
-      if (p.dv != nullptr) add_pair(p.dv, p.dv_bf16, base + col, dv[4 * j + 2 * i2], dv[4 * j + 2 * i2 + 1]);
+      if (p.dv != nullptr)
+        put_pair(p.dv, p.dv_bf16, p.dv_fresh, base + col, dv[4 * j + 2 * i2], dv[4 * j + 2 * i2 + 1]);
       if (p.dk != nullptr)
-        add_pair(p.dk, p.dk_bf16, base + col, G.scale * dk[4 * j + 2 * i2], G.scale * dk[4 * j + 2 * i2 + 1]);
+        put_pair(p.dk, p.dk_bf16, p.dk_fresh, base + col, G.scale * dk[4 * j + 2 * i2],
+                 G.scale * dk[4 * j + 2 * i2 + 1]);
     }
   }
 }

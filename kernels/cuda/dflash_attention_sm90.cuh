@@ -71,6 +71,7 @@ struct Params {
   const float *lse_in, *delta;  // backward: [B, nh, T] each
   void *dq, *dk, *dv;           // backward: += (any may be null for dk/dv; dq kernel runs only with dq)
   bool dq_bf16, dk_bf16, dv_bf16;
+  bool dq_fresh, dk_fresh, dv_fresh;  // written, not added to (every element, as if added to 0)
 };
 
 // ---- Staging ----
@@ -239,6 +240,20 @@ __device__ __forceinline__ void add_pair(void* p, bool bf16, int64_t i, float x,
     float2* q = reinterpret_cast<float2*>(static_cast<float*>(p) + i);
     const float2 old = *q;
     *q = make_float2(old.x + x, old.y + y);
+  }
+}
+
+// p[i], p[i+1] = 0 + x, 0 + y when fresh (the bits of adding to a zero-filled buffer; the old
+// bytes are never read), else += as add_pair.
+__device__ __forceinline__ void put_pair(void* p, bool bf16, bool fresh, int64_t i, float x, float y) {
+  if (bf16) {
+    __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(static_cast<bf16_t*>(p) + i);
+    const float2 old = fresh ? make_float2(0.0f, 0.0f) : __bfloat1622float2(*q);
+    *q = __floats2bfloat162_rn(__fadd_rn(old.x, x), __fadd_rn(old.y, y));
+  } else {
+    float2* q = reinterpret_cast<float2*>(static_cast<float*>(p) + i);
+    const float2 old = fresh ? make_float2(0.0f, 0.0f) : *q;
+    *q = make_float2(__fadd_rn(old.x, x), __fadd_rn(old.y, y));
   }
 }
 

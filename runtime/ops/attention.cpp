@@ -108,18 +108,32 @@ Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& 
     record_node(kOp, {&r.out}, [q, k, v, anchors, keep, out = r.out, lse, d](NodeGrads& g) {
       Tensor dout = g.out(0);
       if (!dout.defined()) return;
-      Tensor dq = g.in(q), dk = g.in(k), dv = g.in(v);
+      // Fresh gradients (q, k and v's first, as in the drafter) are written by the kernels, not
+      // added to: no zero fill, no read. Gradients that share memory are zero-filled and added to.
+      auto [dq, dq_fresh] = g.in_overwritable(q);
+      auto [dk, dk_fresh] = g.in_overwritable(k);
+      auto [dv, dv_fresh] = g.in_overwritable(v);
       if (!dq.defined() && !dk.defined() && !dv.defined()) return;
+      const auto shares = [](const Tensor& a, const Tensor& b) {  // one storage (also while planning)
+        return a.defined() && b.defined() && a.impl().storage == b.impl().storage;
+      };
+      if (shares(dq, dk) || shares(dq, dv) || shares(dk, dv)) {
+        for (auto [t, fresh] : {std::pair{&dq, &dq_fresh}, {&dk, &dk_fresh}, {&dv, &dv_fresh}})
+          if (*fresh) ops::fill_(*t, 0.0f), *fresh = false;
+      }
       check_float_dtype(kOp, dout, "the output gradient");
       DF_CHECK(aligned16(dout), kOp << ": the output gradient " << dout.describe()
                                     << " does not start at a 16-byte aligned address");
       Tensor delta = Tensor::empty({d.B, d.nh, d.N * d.bs}, DType::f32);  // (B, nh, T): dO . O per query row
       note_pair_cost(kBackwardFlopPerPair * double(d.hd * d.nh), "attention backward");
-      if (void* s = ctx().cuda_stream_for_launch())
-        kernels::cuda::dflash_attention_backward({q.raw(), k.raw(), v.raw(), bf16(q), i32(anchors), i32(keep),
-                                                  cuda_dims(d), out.raw(), dout.raw(), bf16(dout), f32(lse), f32(delta),
-                                                  raw(dq), bf16(dq), raw(dk), bf16(dk), raw(dv), bf16(dv)},
-                                                 s);
+      if (void* s = ctx().cuda_stream_for_launch()) {
+        kernels::cuda::DflashAttentionBackward b{q.raw(),  k.raw(),    v.raw(),     bf16(q),  i32(anchors), i32(keep),
+                                                 cuda_dims(d), out.raw(), dout.raw(), bf16(dout), f32(lse),
+                                                 f32(delta), raw(dq),    bf16(dq),    raw(dk),  bf16(dk),
+                                                 raw(dv),  bf16(dv)};
+        b.dq_fresh = dq_fresh, b.dk_fresh = dk_fresh, b.dv_fresh = dv_fresh;
+        kernels::cuda::dflash_attention_backward(b, s);
+      }
     });
   }
   return r;
