@@ -339,28 +339,54 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
     REQUIRE_GPU();
-    // Version 2's dk/dv kernel picks its mode by size (shared for the drafter's shape below, split
-    // for the small ones); the first two cases run in both modes.
+    // Version 2's dk/dv kernel picks its mode by size (decoupled for the drafter's shape below,
+    // split for the small ones); the first two cases run in every mode, and decoupled must give
+    // shared's bits (the same products in the same order; only the synchronisation differs).
     struct DkdvMode {
       explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
       ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
     };
-    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; dk/dv shared and split") {
+    auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
+      const Data d = make_data(c, seed);
+      KernelResult shared, decoupled;
+      {
+        DkdvMode forced("shared");
+        shared = run_kernels(c, d, 2);
+      }
+      {
+        DkdvMode forced("decoupled");
+        decoupled = run_kernels(c, d, 2);
+      }
+      CHECK(bitwise_equal(decoupled.dk, shared.dk));
+      CHECK(bitwise_equal(decoupled.dv, shared.dv));
+      CHECK(bitwise_equal(decoupled.dk3, shared.dk3));
+      CHECK(bitwise_equal(decoupled.dv3, shared.dv3));
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
       const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
-      for (const char* mode : {"shared", "split"}) {
+      for (const char* mode : {"shared", "split", "decoupled"}) {
         INFO("dk/dv mode " << mode);
         DkdvMode forced(mode);
         check_versions(c, 600);
       }
+      decoupled_is_shared(c, 601);
     }
-    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; dk/dv shared and split") {
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; every dk/dv mode") {
       Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
       c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
-      for (const char* mode : {"shared", "split"}) {
+      for (const char* mode : {"shared", "split", "decoupled"}) {
         INFO("dk/dv mode " << mode);
         DkdvMode forced(mode);
         check_versions(c, 605);
       }
+      decoupled_is_shared(c, 606);
+    }
+    SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled is shared") {
+      const Case few{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
+      Case many{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      many.keep[10] = 0;
+      decoupled_is_shared(few, 607);
+      decoupled_is_shared(many, 608);
     }
     SUBCASE("B 2, S 3000, N 96, GQA 4, dropped blocks (first, middle, last)") {
       Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};

@@ -1,6 +1,8 @@
 // DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared and
 // split modes and launch_dkdv, which sm90::backward (dflash_attention_backward_sm90.cu) calls. The
 // design and what the kernels share: dflash_attention_sm90.cuh.
+#include <type_traits>
+
 #include "kernels/cuda/dflash_attention_sm90.cuh"
 
 namespace dflash::kernels::cuda::sm90 {
@@ -8,27 +10,34 @@ namespace {
 
 // ---- Backward: dk, dv ----
 
-// Two modes. Shared (SPLIT = false): a CTA owns 128 keys, 64 per warpgroup, and both warpgroups
-// use each chunk of 64 query rows, staged once (one pipeline, kStages deep). Split (SPLIT = true,
-// for grids too small to fill the GPU, where the keys seen by every block dominate): a CTA owns 64
-// keys, shared by both warpgroups, and warpgroup w takes chunks w, w+2, ... through its own
-// pipeline (2 stages, its own barrier); at the end the two partial sums are added in a fixed order
-// (warpgroup 0's, then warpgroup 1's) through shared memory.
-template <bool SPLIT>
+// Three modes. Shared: a CTA owns 128 keys, 64 per warpgroup, and both warpgroups use each chunk
+// of 64 query rows, staged once (one pipeline, kStages deep), meeting at a CTA barrier every chunk.
+// Decoupled: as shared, but a chunk's arrival and release are mbarriers (full: every thread's
+// copies landed; empty: every thread is done with it), the pipeline is 4 deep and a thread refills
+// the buffer of chunk i-1 after computing chunk i, so either warpgroup may run up to a chunk ahead
+// of the other instead of both waiting at every chunk (one's softmax can run beside the other's
+// wgmmas). Split (for grids too small to fill the GPU, where the keys seen by every block
+// dominate): a CTA owns 64 keys, shared by both warpgroups, and warpgroup w takes chunks w, w+2,
+// ... through its own pipeline (2 stages, its own barrier); at the end the two partial sums are
+// added in a fixed order (warpgroup 0's, then warpgroup 1's) through shared memory. All three
+// compute each product in the same order, so they give the same bits but for split's final sum.
+enum class Dkdv { shared, decoupled, split };
+template <Dkdv MODE>
 struct DkdvMode {
-  static constexpr int kKeys = SPLIT ? kRows : kCtaRows;  // keys per CTA
+  static constexpr bool kSplit = MODE == Dkdv::split, kDecoupled = MODE == Dkdv::decoupled;
+  static constexpr int kKeys = kSplit ? kRows : kCtaRows;  // keys per CTA
   static constexpr int kKeyTiles = kKeys / kRows;
-  static constexpr int kPipes = SPLIT ? 2 : 1;       // chunk pipelines
+  static constexpr int kPipes = kSplit ? 2 : 1;  // chunk pipelines
   static constexpr int kPipeThreads = kThreads / kPipes;
-  static constexpr int kDepth = SPLIT ? 2 : kStages;  // stages per pipeline
-  static constexpr int kAhead = kDepth - 1;           // chunks in flight ahead of the one computed
+  static constexpr int kDepth = kSplit ? 2 : kDecoupled ? 4 : kStages;  // stages per pipeline
+  static constexpr int kAhead = kDepth - 1;  // chunks staged ahead of the one computed
 };
 
 // K, V [key tiles], then per pipeline kDepth pairs of Q and dO chunks, of [64][HDP]; then per
 // pipeline and stage the chunk rows' lse, D, anchor and keep (4 x 64 words).
-template <int HDP, bool SPLIT>
+template <int HDP, Dkdv MODE>
 constexpr int dkdv_smem_bytes() {
-  using M = DkdvMode<SPLIT>;
+  using M = DkdvMode<MODE>;
   return 1024 + int(tile_bytes(kRows, HDP)) * (2 * M::kKeyTiles + 2 * M::kPipes * M::kDepth) +
          M::kPipes * M::kDepth * 4 * kRows * 4;
 }
@@ -42,13 +51,15 @@ constexpr int dkdv_smem_bytes() {
 // dS^T Q (P^T, dS^T as register fragments, dO and Q read MN-major). A chunk none of whose rows
 // sees the warpgroup's keys is skipped, one that sees them all is not masked. At the end dv += dV
 // and dk += scale * dK, each element by one thread.
-template <int HDP, bool SPLIT>
+template <int HDP, Dkdv MODE>
 __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
-  using M = DkdvMode<SPLIT>;
+  using M = DkdvMode<MODE>;
+  constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled;
   constexpr int NO = HDP / 2, KS = HDP / 16;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   __shared__ int s_first, s_last;
+  __shared__ alignas(8) uint64_t s_bars[2 * M::kDepth];  // decoupled: full[stage], then empty[stage]
   const uint32_t raw = smem_u32(smem_raw), sK = (raw + 1023u) & ~1023u, sV = sK + M::kKeyTiles * TB,
                  sPipes = sV + M::kKeyTiles * TB, sMeta = sPipes + M::kPipes * M::kDepth * 2 * TB;
   const Geometry& G = p.G;
@@ -71,7 +82,12 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
 
   // The first and last kept blocks that see a key of [key0, key0 + kKeys): integer min and max,
   // so the answer does not depend on the order of the atomics.
-  if (tid == 0) s_first = N, s_last = -1;
+  const uint32_t full0 = smem_u32(s_bars), empty0 = full0 + 8u * M::kDepth;
+  if (tid == 0) {
+    s_first = N, s_last = -1;
+    if constexpr (DEC)
+      for (int i = 0; i < M::kDepth; ++i) mbar_init(full0 + 8u * i, kThreads), mbar_init(empty0 + 8u * i, kThreads);
+  }
   __syncthreads();
   if (ctx) {
     for (int a = tid; a < N; a += kThreads)
@@ -125,14 +141,22 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
       cp4(sPipeMeta + uint32_t((stg * 4 + field) * kRows + r) * 4u, src, R < Re);
     }
   };
-  stage_chunk(0);
-  cp_commit();  // with K and V
+  if constexpr (DEC) {
+    cp_commit();  // K and V; each chunk's copies are tracked by its full barrier instead
 #pragma unroll
-  for (int i = 1; i < M::kAhead; ++i) {
-    stage_chunk(i);
-    cp_commit();
+    for (int i = 0; i < M::kAhead; ++i)
+      if (i < nloc) stage_chunk(i), mbar_arrive_on_copies(full0 + 8u * i);
+    cp_wait<0>();  // K and V (the chunks' copies are in no group)
+  } else {
+    stage_chunk(0);
+    cp_commit();  // with K and V
+#pragma unroll
+    for (int i = 1; i < M::kAhead; ++i) {
+      stage_chunk(i);
+      cp_commit();
+    }
+    cp_wait<M::kAhead - 1>();  // K, V and chunk 0 of every pipeline
   }
-  cp_wait<M::kAhead - 1>();  // K, V and chunk 0 of every pipeline
   fence_async_shared();
   __syncthreads();
 
@@ -144,13 +168,18 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   float dv[NO] = {}, dk[NO] = {};       // (64 keys, HDP): sum of P^T dO, sum of dS^T Q
   float st[32] = {}, dpt[32] = {};      // (64 keys, 64 rows): S^T then P^T; dP^T then dS^T
   for (int i = 0; i < nloc; ++i) {
-    cp_wait<M::kAhead - 1>();  // chunk i landed (this thread's copies)
-    fence_async_shared();
-    if (SPLIT) wg_barrier(wg);  // the pipeline's copies landed; it is done with chunk i-1
-    else __syncthreads();
-    stage_chunk(i + M::kAhead);
-    cp_commit();
     const int stg = i % M::kDepth, ch = chunk_of(i);
+    if constexpr (DEC) {
+      mbar_wait(full0 + 8u * stg, uint32_t(i / M::kDepth) & 1u);  // everyone's copies of chunk i landed
+      fence_async_shared();
+    } else {
+      cp_wait<M::kAhead - 1>();  // chunk i landed (this thread's copies)
+      fence_async_shared();
+      if (SPLIT) wg_barrier(wg);  // the pipeline's copies landed; it is done with chunk i-1
+      else __syncthreads();
+      stage_chunk(i + M::kAhead);
+      cp_commit();
+    }
     const float* mlse = reinterpret_cast<const float*>(meta) + (stg * 4 + 0) * kRows;
     const float* mD = reinterpret_cast<const float*>(meta) + (stg * 4 + 1) * kRows;
     const int* manc = reinterpret_cast<const int*>(meta) + (stg * 4 + 2) * kRows;
@@ -171,50 +200,50 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     seen_keys(lane, &lo0, &hi0);
     seen_keys(lane + 32, &lo1, &hi1);
     const int wk1 = wk0 + kRows;
-    if (!__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) continue;
-    const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
-    const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
-    const uint64_t qtd = kmajor_desc(qt, kRows, 0, 0), otd = kmajor_desc(ot, kRows, 0, 0);  // B of S^T, dP^T
-    const uint64_t qtm = mnmajor_desc(qt, kRows, 0, 0), otm = mnmajor_desc(ot, kRows, 0, 0);  // B of dK, dV
-    pin(st);
-    pin(dpt);
-    wg_fence();
+    if (__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) {
+      const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
+      const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
+      const uint64_t qtd = kmajor_desc(qt, kRows, 0, 0), otd = kmajor_desc(ot, kRows, 0, 0);  // B of S^T, dP^T
+      const uint64_t qtm = mnmajor_desc(qt, kRows, 0, 0), otm = mnmajor_desc(ot, kRows, 0, 0);  // B of dK, dV
+      pin(st);
+      pin(dpt);
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk)
-      mma_ss<64, 0, 0>(st, desc_advance(ktd, kmajor_step(kRows, kk)), desc_advance(qtd, kmajor_step(kRows, kk)),
-                       kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < KS; ++kk)
+        mma_ss<64, 0, 0>(st, desc_advance(ktd, kmajor_step(kRows, kk)), desc_advance(qtd, kmajor_step(kRows, kk)),
+                         kk > 0 ? 1 : 0);
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk)
-      mma_ss<64, 0, 0>(dpt, desc_advance(vtd, kmajor_step(kRows, kk)), desc_advance(otd, kmajor_step(kRows, kk)),
-                       kk > 0 ? 1 : 0);
-    wg_commit();
-    wg_wait<0>();
-    pin(st);
-    pin(dpt);
+      for (int kk = 0; kk < KS; ++kk)
+        mma_ss<64, 0, 0>(dpt, desc_advance(vtd, kmajor_step(kRows, kk)), desc_advance(otd, kmajor_step(kRows, kk)),
+                         kk > 0 ? 1 : 0);
+      wg_commit();
+      wg_wait<0>();
+      pin(st);
+      pin(dpt);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2*>(mlse + 8 * j + 2 * tq);
-      const float2 d2 = *reinterpret_cast<const float2*>(mD + 8 * j + 2 * tq);
-      int lo[2] = {0, 0}, hi[2] = {0, 0};
-      if (!full) {
+      for (int j = 0; j < 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2*>(mlse + 8 * j + 2 * tq);
+        const float2 d2 = *reinterpret_cast<const float2*>(mD + 8 * j + 2 * tq);
+        int lo[2] = {0, 0}, hi[2] = {0, 0};
+        if (!full) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int src = (8 * j + 2 * tq + e) & 31;  // column 8j + 2tq + e: lane src, row slot j / 4
-          lo[e] = __shfl_sync(kFull, j < 4 ? lo0 : lo1, src);
-          hi[e] = __shfl_sync(kFull, j < 4 ? hi0 : hi1, src);
+          for (int e = 0; e < 2; ++e) {
+            const int src = (8 * j + 2 * tq + e) & 31;  // column 8j + 2tq + e: lane src, row slot j / 4
+            lo[e] = __shfl_sync(kFull, j < 4 ? lo0 : lo1, src);
+            hi[e] = __shfl_sync(kFull, j < 4 ? hi0 : hi1, src);
+          }
         }
-      }
 #pragma unroll
-      for (int i2 = 0; i2 < 2; ++i2)
+        for (int i2 = 0; i2 < 2; ++i2)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int x = 4 * j + 2 * i2 + e;
-          const float lse2 = (e ? l2.y : l2.x) * kLog2e, d = e ? d2.y : d2.x;
-          const float pr = attn::exp2_ftz(fmaf(st[x], sc, -lse2));
-          const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] < hi[e]));
-          st[x] = vis ? pr : 0.0f;
-          dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;
-        }
+          for (int e = 0; e < 2; ++e) {
+            const int x = 4 * j + 2 * i2 + e;
+            const float lse2 = (e ? l2.y : l2.x) * kLog2e, d = e ? d2.y : d2.x;
+            const float pr = attn::exp2_ftz(fmaf(st[x], sc, -lse2));
+            const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] < hi[e]));
+            st[x] = vis ? pr : 0.0f;
+            dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;
+          }
     }
     uint32_t pa[4][4], da[4][4];  // P^T and dS^T as A fragments, k-steps of 16 chunk rows
 #pragma unroll
@@ -232,9 +261,21 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], desc_advance(qtm, mnmajor_step(kk)), 1);
     wg_commit();
-    wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier
+    wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier (decoupled: the empty one)
     pin(dv);
     pin(dk);
+    }
+    if constexpr (DEC) {
+      // Done with chunk i; chunk i + kAhead goes to the buffer of chunk i - 1 once both warpgroups
+      // are done with that one (so neither waits for the other's chunk i).
+      mbar_arrive(empty0 + 8u * stg);
+      const int next = i + M::kAhead;
+      if (next < nloc) {
+        if (i >= 1) mbar_wait(empty0 + 8u * uint32_t((i - 1) % M::kDepth), uint32_t((i - 1) / M::kDepth) & 1u);
+        stage_chunk(next);
+        mbar_arrive_on_copies(full0 + 8u * uint32_t(next % M::kDepth));
+      }
+    }
   }
   if constexpr (SPLIT) {
     // Warpgroup 1 hands its sums to warpgroup 0 through its own (idle) pipeline buffers, element
@@ -281,19 +322,22 @@ void launch_dkdv(Params p, cudaStream_t s) {
   const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
   const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
   const std::string mode = force ? force : "";
-  const bool split = mode == "split" || (mode != "shared" && 2 * shared_ctx < 3 * int64_t(device_info().sms));
-  const int keys = split ? DkdvMode<true>::kKeys : DkdvMode<false>::kKeys;
+  const bool split = mode == "split" ||
+                     (mode != "shared" && mode != "decoupled" && 2 * shared_ctx < 3 * int64_t(device_info().sms));
+  const bool decoupled = !split && mode != "shared";
+  const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::shared>::kKeys;
   p.nctx = int((G.S + keys - 1) / keys);
   p.ndraft = int((G.T + keys - 1) / keys);
   const unsigned grid = unsigned(G.B * G.nkv * (p.nctx + p.ndraft));
   const char* what = "dflash_attention_backward (sm90): dk/dv";
-  if (split) {
-    if (G.hd <= 64) launch(dkdv_kernel<64, true>, grid, dkdv_smem_bytes<64, true>(), s, p, what);
-    else launch(dkdv_kernel<128, true>, grid, dkdv_smem_bytes<128, true>(), s, p, what);
-  } else {
-    if (G.hd <= 64) launch(dkdv_kernel<64, false>, grid, dkdv_smem_bytes<64, false>(), s, p, what);
-    else launch(dkdv_kernel<128, false>, grid, dkdv_smem_bytes<128, false>(), s, p, what);
-  }
+  auto run = [&](auto mode) {
+    constexpr Dkdv M = decltype(mode)::value;
+    if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what);
+    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what);
+  };
+  if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});
+  else if (decoupled) run(std::integral_constant<Dkdv, Dkdv::decoupled>{});
+  else run(std::integral_constant<Dkdv, Dkdv::shared>{});
 }
 
 }  // namespace dflash::kernels::cuda::sm90

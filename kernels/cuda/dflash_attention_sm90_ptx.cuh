@@ -1,5 +1,5 @@
 // PTX wrappers of the sm_90a DFlash attention kernels (dflash_attention_sm90.cuh): cp.async,
-// ldmatrix, the wgmma fences, commits and waits, register pinning, wgmma m64nNk16 (N = 32, 64,
+// mbarriers, ldmatrix, the wgmma fences, commits and waits, register pinning, wgmma m64nNk16 (N = 32, 64,
 // 128), and accumulators to bf16 A fragments.
 #pragma once
 #include <cstdint>
@@ -26,6 +26,30 @@ __device__ __forceinline__ void cp_wait() {
 }
 // Makes this thread's completed shared-memory writes visible to the async proxy (wgmma operands).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// mbarriers in shared memory (8-byte aligned words): a phase completes when `count` arrivals have
+// been made; waiters name the parity of the phase they wait for (0 for the first, then 1, 0, ...).
+// Waiting has acquire semantics, arriving release semantics (CTA scope).
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// One arrival, made when every cp.async this thread issued so far has landed (.noinc: counted in
+// the barrier's init count).
+__device__ __forceinline__ void mbar_arrive_on_copies(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
 
 __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
