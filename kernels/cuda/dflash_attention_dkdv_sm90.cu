@@ -1,5 +1,5 @@
-// DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared and
-// split modes and launch_dkdv, which sm90::backward (dflash_attention_backward_sm90.cu) calls. The
+// DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared,
+// decoupled and split modes and launch_dkdv, which sm90::backward (dflash_attention_backward_sm90.cu) calls. The
 // design and what the kernels share: dflash_attention_sm90.cuh.
 #include <type_traits>
 
@@ -318,7 +318,9 @@ void launch_dkdv(Params p, cudaStream_t s) {
   // the longest CTA. Split where the shared mode's context CTAs, of which the first sees nearly
   // every block, would not fill the GPU one and a half times (e.g. 1024:128 and 2048:256 with
   // 8 kv heads on 132 SMs, not 4096:512).
-  // DFLASH_ATTENTION_DKDV=split|shared (read at every launch; a tuning knob) overrides.
+  // Otherwise decoupled (shared's work and bits without its barrier per chunk: 3-4 % faster than
+  // shared at 4096:512 and 65536:512 on the H200, docs/BENCH.md, sixth session).
+  // DFLASH_ATTENTION_DKDV=split|shared|decoupled (read at every launch; a tuning knob) overrides.
   const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
   const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
   const std::string mode = force ? force : "";

@@ -18,9 +18,11 @@
 // skipped; unsorted anchors stay correct, only slower.
 // dk/dv: a CTA takes 128 keys, 64 per warpgroup (context keys, or draft keys), and walks the rows
 // of the blocks between the first and the last that see them, in chunks of 64 rows staged once
-// for both warpgroups; rows that do not see a key are masked (P = 0). For grids too small to fill
-// the GPU, a split mode: 64 keys per CTA, the chunks dealt to the two warpgroups, their partial
-// sums added in a fixed order at the end.
+// for both warpgroups; rows that do not see a key are masked (P = 0). The chunks' arrival and
+// release are mbarriers (the decoupled mode, the default), so a warpgroup may run up to a chunk
+// ahead of the other; the shared mode meets at a CTA barrier every chunk instead. For grids too
+// small to fill the GPU, a split mode: 64 keys per CTA, the chunks dealt to the two warpgroups,
+// their partial sums added in a fixed order at the end.
 //
 // Operands sit in 128-byte-swizzled shared tiles (dflash_attention_sm90.h), filled by cp.async
 // (two or three stages deep); each thread waits for its own copies, fences them for the async
