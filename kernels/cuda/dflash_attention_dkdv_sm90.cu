@@ -1,6 +1,7 @@
 // DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared,
-// decoupled and split modes and launch_dkdv, which sm90::backward (dflash_attention_backward_sm90.cu) calls. The
-// design and what the kernels share: dflash_attention_sm90.cuh.
+// decoupled and split modes and launch_dkdv, which sm90::backward
+// (dflash_attention_backward_sm90.cu) calls. The design and what the kernels share:
+// dflash_attention_sm90.cuh.
 #include <type_traits>
 
 #include "kernels/cuda/dflash_attention_sm90.cuh"
