@@ -245,26 +245,26 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
             st[x] = vis ? pr : 0.0f;
             dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;
           }
-    }
-    uint32_t pa[4][4], da[4][4];  // P^T and dS^T as A fragments, k-steps of 16 chunk rows
+      }
+      uint32_t pa[4][4], da[4][4];  // P^T and dS^T as A fragments, k-steps of 16 chunk rows
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      a_frag(pa[kk], st, kk);
-      a_frag(da[kk], dpt, kk);
-    }
-    pin(dv);
-    pin(dk);
-    pin(pa);
-    pin(da);
-    wg_fence();
+      for (int kk = 0; kk < 4; ++kk) {
+        a_frag(pa[kk], st, kk);
+        a_frag(da[kk], dpt, kk);
+      }
+      pin(dv);
+      pin(dk);
+      pin(pa);
+      pin(da);
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dv, pa[kk], desc_advance(otm, mnmajor_step(kk)), 1);
+      for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dv, pa[kk], desc_advance(otm, mnmajor_step(kk)), 1);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], desc_advance(qtm, mnmajor_step(kk)), 1);
-    wg_commit();
-    wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier (decoupled: the empty one)
-    pin(dv);
-    pin(dk);
+      for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], desc_advance(qtm, mnmajor_step(kk)), 1);
+      wg_commit();
+      wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier (decoupled: the empty one)
+      pin(dv);
+      pin(dk);
     }
     if constexpr (DEC) {
       // Done with chunk i; chunk i + kAhead goes to the buffer of chunk i - 1 once both warpgroups
