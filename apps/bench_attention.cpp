@@ -242,7 +242,8 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
-              "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,\"diff_out\":%.3e,\"diff_dq\":%.3e,"
+              "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,"
+              "\"diff_out\":%.3e,\"diff_dq\":%.3e,"
               "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
               t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], d_out, d_dq, d_dk, d_dv,
