@@ -4,7 +4,8 @@
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
 # racecheck-dkdv (the dk/dv kernel in its three modes on two small cases of the version test; a
-# doctest filter splits at commas, hence "?"),
+# doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
+# memcheck, racecheck, synccheck and initcheck, one step each),
 # synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
@@ -66,6 +67,13 @@ for s in "${steps[@]}"; do
       --test-case='CUDA kernel versions 1 and 2 agree*' --subcase='B 2? S 1100*,hd 64 with two chunks*' ;;
     synccheck) step synccheck san synccheck 560 'gpu-sanitize,gpu-attention,gpu-misc' ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;
+    sanitize-spec)  # the decode kernels (cached attention, argmax, acceptance, row copies) under all four tools;
+      # excluded by test case: the Qwen3-8B-sized random target (minutes under a sanitizer; the golden and
+      # eager cases and the decode-ops case run the same kernels)
+      for tool in memcheck racecheck synccheck initcheck; do
+        step "sanitize-spec-$tool" san "$tool" 200 'gpu-spec' \
+          --test-case-exclude='a random target at Qwen3-8B dims*'
+      done ;;
     initcheck-graph) step initcheck-graph san initcheck 200 'gpu-misc' \
       --test-case='causal_attention recorded as a CUDA graph replays bit for bit like eager' ;;
     profile) step profile timeout 400 bash -c "rc=0; for a in '--model=qwen3-8b --bucket=4096:512' \
