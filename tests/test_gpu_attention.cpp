@@ -2,19 +2,15 @@
 // tiles visited, and the backward's dq, dk, dv (f32 and bf16; GQA 1, 2, 4; partial tiles; anchors
 // at 0, S-bs and between, also in random order; dropped blocks), determinism, recorded-program
 // replay == eager, and the CUDA-only errors. The op runs the default kernel version (2, wgmma, for
-// bf16 with hd <= 128 on sm_90; 1 otherwise); the kernel versions are also compared directly with
-// each other on larger shapes, version 2's backward bit for bit against itself. Suite
-// "gpu-attention": it needs a GPU and fails without one.
+// bf16 with hd <= 128 on sm_90; 1 otherwise); tests/test_gpu_attention_versions.cpp compares the
+// versions directly. Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
-#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <random>
 
 #include "graphs/program.h"
-#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "tests/gpu_attention_cases.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
@@ -22,40 +18,6 @@ using namespace dflash;
 using namespace dflash::test;
 
 namespace {
-
-struct Case {
-  int64_t B, S, N, bs, nh, nkv, hd, key_tile;
-  std::vector<int32_t> anchors, keep;  // [B, N]
-  int64_t T() const { return N * bs; }
-  int64_t keys() const { return S + T(); }
-  float scale() const { return float(1.0 / std::sqrt(double(hd))); }
-  Shape q_shape() const { return {B, T(), nh, hd}; }
-  Shape kv_shape() const { return {B, keys(), nkv, hd}; }
-};
-
-// What DFLASH.md's count gives: per kept block, its context tiles before the anchor (clamped to
-// [0, S]) plus its own tile.
-int32_t expected_tiles(const Case& c) {
-  int64_t n = 0;
-  for (size_t i = 0; i < c.keep.size(); ++i) {
-    if (c.keep[i] == 0) continue;
-    const int64_t a = std::clamp<int64_t>(c.anchors[i], 0, c.S);
-    n += (a + c.key_tile - 1) / c.key_tile + 1;
-  }
-  return int32_t(n);
-}
-
-// Host values both backends start from: inputs, the output gradient, gradient prefills (small,
-// non-zero: the backward must accumulate).
-struct Data {
-  std::vector<float> q, k, v, dout, gq, gk, gv;
-};
-Data make_data(const Case& c, uint64_t seed) {
-  const size_t nq = size_t(c.q_shape().numel()), nkv = size_t(c.kv_shape().numel());
-  return {random_floats(nq, seed),           random_floats(nkv, seed + 1),        random_floats(nkv, seed + 2),
-          random_floats(nq, seed + 3),       random_floats(nq, seed + 4, 0.05f), random_floats(nkv, seed + 5, 0.05f),
-          random_floats(nkv, seed + 6, 0.05f)};
-}
 
 std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
   std::vector<float> r(a.size());
@@ -92,12 +54,6 @@ Result run(Context& ctx, DType dt, const Case& c, const Data& d, bool through_no
   res.dk = minus(k.grad().to_floats(), d.gk);
   res.dv = minus(v.grad().to_floats(), d.gv);
   return res;
-}
-
-bool all_finite(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
 }
 
 // Dropped blocks: output rows and dq rows exactly 0, and their own draft keys get exactly no
@@ -152,137 +108,6 @@ void check_parity(const Case& c, uint64_t seed, bool through_nonleaf = false) {
   }
 }
 
-// N anchors per sequence spread over [0, S - bs], sorted, first at 0 and last at S - bs.
-std::vector<int32_t> spread_anchors(int64_t B, int64_t N, int64_t S, int64_t bs) {
-  std::vector<int32_t> a;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < N; ++i) a.push_back(int32_t(N > 1 ? i * (S - bs) / (N - 1) : 0));
-  return a;
-}
-
-// N anchors per sequence drawn in random order from [0, S - bs] (fixed seed), with a repeat, an
-// anchor at 0 and one at S (clamped: it sees every context key) placed at random slots.
-std::vector<int32_t> shuffled_anchors(int64_t B, int64_t N, int64_t S, int64_t bs, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> a;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < N; ++i) a.push_back(int32_t(rng() % uint32_t(S - bs + 1)));
-  for (int64_t b = 0; b < B && N >= 3; ++b) {
-    int32_t* row = a.data() + b * N;
-    row[rng() % N] = 0;
-    row[rng() % N] = int32_t(S);
-    row[N - 1] = row[0];
-  }
-  return a;
-}
-
-// The kernels called directly with an explicit version (the op runs the default one), bf16
-// tensors: forward, then the backward from that forward's out and lse into zeroed bf16 gradients,
-// twice (grads of the second call in dq2, dk2, dv2), then into fresh ones: NaN bytes the kernels
-// must write over without reading (dq3, dk3, dv3).
-struct KernelResult {
-  std::vector<float> out, lse, dq, dk, dv, dq2, dk2, dv2, dq3, dk3, dv3;
-};
-KernelResult run_kernels(const Case& c, const Data& d, int version) {
-  Context ctx{Device::cuda(0)};
-  ContextScope scope(ctx);
-  Tensor q = make_float(c.q_shape(), d.q, DType::bf16), k = make_float(c.kv_shape(), d.k, DType::bf16),
-         v = make_float(c.kv_shape(), d.v, DType::bf16), dout = make_float(c.q_shape(), d.dout, DType::bf16);
-  Tensor anchors = Tensor::from_ints({c.B, c.N}, c.anchors), keep = Tensor::from_ints({c.B, c.N}, c.keep);
-  Tensor out = Tensor::persistent(c.q_shape(), DType::bf16), lse = Tensor::persistent({c.B, c.nh, c.T()}, DType::f32),
-         delta = Tensor::persistent({c.B, c.nh, c.T()}, DType::f32), tiles = Tensor::persistent({1}, DType::i32);
-  Tensor dq = Tensor::persistent(c.q_shape(), DType::bf16), dk = Tensor::persistent(c.kv_shape(), DType::bf16),
-         dv = Tensor::persistent(c.kv_shape(), DType::bf16);
-  ops::fill_(out, NAN);
-  ops::fill_(lse, NAN);
-  const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
-  const auto* pa = static_cast<const int32_t*>(anchors.raw());
-  const auto* pk = static_cast<const int32_t*>(keep.raw());
-  kernels::cuda::DflashAttentionForward f{q.raw(),   k.raw(), v.raw(), true, pa, pk, dims, out.raw(),
-                                          static_cast<float*>(lse.raw()), static_cast<int32_t*>(tiles.raw())};
-  f.version = version;
-  kernels::cuda::dflash_attention_forward(f, ctx.cuda_stream());
-  KernelResult r;
-  auto backward = [&](bool fresh) {
-    for (Tensor* t : {&dq, &dk, &dv}) ops::fill_(*t, fresh ? NAN : 0.0f);
-    kernels::cuda::DflashAttentionBackward b{q.raw(),  k.raw(), v.raw(), true, pa, pk, dims, out.raw(), dout.raw(),
-                                             true, static_cast<const float*>(lse.raw()),
-                                             static_cast<float*>(delta.raw()), dq.raw(), true, dk.raw(), true, dv.raw(),
-                                             true};
-    b.version = version;
-    b.dq_fresh = b.dk_fresh = b.dv_fresh = fresh;
-    kernels::cuda::dflash_attention_backward(b, ctx.cuda_stream());
-    ctx.synchronize();
-  };
-  backward(false);
-  r.out = out.to_floats();
-  r.lse = lse.to_floats();
-  r.dq = dq.to_floats();
-  r.dk = dk.to_floats();
-  r.dv = dv.to_floats();
-  backward(false);
-  r.dq2 = dq.to_floats();
-  r.dk2 = dk.to_floats();
-  r.dv2 = dv.to_floats();
-  backward(true);
-  r.dq3 = dq.to_floats();
-  r.dk3 = dk.to_floats();
-  r.dv3 = dv.to_floats();
-  return r;
-}
-
-// Versions 1 and 2 agree up to bf16 rounding; version 2 writes every output element (no NaN from
-// the poisoned buffers), gives dropped blocks output, lse and dq exactly 0, and the same bits twice.
-void check_versions(const Case& c, uint64_t seed) {
-  CAPTURE(c.B);
-  CAPTURE(c.S);
-  CAPTURE(c.N);
-  CAPTURE(c.bs);
-  CAPTURE(c.nh);
-  CAPTURE(c.nkv);
-  CAPTURE(c.hd);
-  const Data d = make_data(c, seed);
-  const KernelResult v1 = run_kernels(c, d, 1), v2 = run_kernels(c, d, 2);
-  for (auto [name, x] : {std::pair{"out", &v2.out}, {"lse", &v2.lse}, {"dq", &v2.dq}, {"dk", &v2.dk}, {"dv", &v2.dv}}) {
-    INFO(name);
-    CHECK(all_finite(*x));
-  }
-  INFO("relative differences v2 - v1: out " << rel_err(v2.out, v1.out) << ", lse " << rel_err(v2.lse, v1.lse)
-                                            << ", dq " << rel_err(v2.dq, v1.dq) << ", dk " << rel_err(v2.dk, v1.dk)
-                                            << ", dv " << rel_err(v2.dv, v1.dv));
-  CHECK(rel_err(v2.out, v1.out) <= 1e-2);
-  CHECK(rel_err(v2.lse, v1.lse) <= 1e-3);
-  CHECK(rel_err(v2.dq, v1.dq) <= 2e-2);
-  CHECK(rel_err(v2.dk, v1.dk) <= 2e-2);
-  CHECK(rel_err(v2.dv, v1.dv) <= 2e-2);
-  CHECK(max_abs(v2.dk) > 0);
-  CHECK(bitwise_equal(v2.dq, v2.dq2));
-  CHECK(bitwise_equal(v2.dk, v2.dk2));
-  CHECK(bitwise_equal(v2.dv, v2.dv2));
-  CHECK(bitwise_equal(v1.dk, v1.dk2));
-  // Fresh gradients: every element written, the bits of adding to zeros (both versions).
-  for (const KernelResult* r : {&v1, &v2}) {
-    INFO("version " << (r == &v1 ? 1 : 2) << ", fresh gradients");
-    CHECK(bitwise_equal(r->dq3, r->dq));
-    CHECK(bitwise_equal(r->dk3, r->dk));
-    CHECK(bitwise_equal(r->dv3, r->dv));
-  }
-  const size_t qrow = size_t(c.nh * c.hd);
-  bool dropped_zero = true;
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t a = 0; a < c.N; ++a) {
-      if (c.keep[size_t(b * c.N + a)] != 0) continue;
-      for (int64_t slot = 0; slot < c.bs; ++slot) {
-        const size_t q0 = size_t(b * c.T() + a * c.bs + slot) * qrow;
-        for (size_t e = 0; e < qrow; ++e)
-          dropped_zero = dropped_zero && v2.out[q0 + e] == 0.0f && v2.dq[q0 + e] == 0.0f;
-        for (int64_t h = 0; h < c.nh; ++h)
-          dropped_zero = dropped_zero && v2.lse[size_t((b * c.nh + h) * c.T() + a * c.bs + slot)] == 0.0f;
-      }
-    }
-  CHECK(dropped_zero);
-}
-
 bool identical(const Result& a, const Result& b) {
   return bitwise_equal(a.out, b.out) && bitwise_equal(a.dq, b.dq) && bitwise_equal(a.dk, b.dk) &&
          bitwise_equal(a.dv, b.dv) && a.tiles == b.tiles;
@@ -335,98 +160,6 @@ TEST_SUITE("gpu-attention") {
     gqa1.keep[5] = gqa1.keep[23] = 0;
     SUBCASE("GQA 4") { check_parity(gqa4, 500); }
     SUBCASE("GQA 1") { check_parity(gqa1, 510); }
-  }
-
-  TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
-    REQUIRE_GPU();
-    // Version 2's dk/dv kernel picks its mode by size (decoupled for the drafter's shape below,
-    // split for the small ones); the first two cases run in every mode, and decoupled must give
-    // shared's bits (the same products in the same order; only the synchronisation differs).
-    struct DkdvMode {
-      explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
-      ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
-    };
-    auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
-      const Data d = make_data(c, seed);
-      KernelResult shared, decoupled;
-      {
-        DkdvMode forced("shared");
-        shared = run_kernels(c, d, 2);
-      }
-      {
-        DkdvMode forced("decoupled");
-        decoupled = run_kernels(c, d, 2);
-      }
-      CHECK(bitwise_equal(decoupled.dk, shared.dk));
-      CHECK(bitwise_equal(decoupled.dv, shared.dv));
-      CHECK(bitwise_equal(decoupled.dk3, shared.dk3));
-      CHECK(bitwise_equal(decoupled.dv3, shared.dv3));
-    };
-    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
-      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
-      for (const char* mode : {"shared", "split", "decoupled"}) {
-        INFO("dk/dv mode " << mode);
-        DkdvMode forced(mode);
-        check_versions(c, 600);
-      }
-      decoupled_is_shared(c, 601);
-    }
-    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; every dk/dv mode") {
-      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
-      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
-      for (const char* mode : {"shared", "split", "decoupled"}) {
-        INFO("dk/dv mode " << mode);
-        DkdvMode forced(mode);
-        check_versions(c, 605);
-      }
-      decoupled_is_shared(c, 606);
-    }
-    SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled is shared") {
-      const Case few{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
-      Case many{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      many.keep[10] = 0;
-      decoupled_is_shared(few, 607);
-      decoupled_is_shared(many, 608);
-    }
-    SUBCASE("B 2, S 3000, N 96, GQA 4, dropped blocks (first, middle, last)") {
-      Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};
-      c.keep[0] = c.keep[50] = c.keep[95] = c.keep[96 + 40] = c.keep[96 + 41] = 0;
-      check_versions(c, 610);
-    }
-    SUBCASE("GQA 1 (16 rows per block: 8 blocks per CTA)") {
-      check_versions({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)},
-                     620);
-    }
-    SUBCASE("GQA 8 (128 rows per block: one block over both warpgroups)") {
-      check_versions({1, 1500, 20, 16, 16, 2, 128, 64, spread_anchors(1, 20, 1500, 16), std::vector<int32_t>(20, 1)},
-                     630);
-    }
-    SUBCASE("bs 4, GQA 2 (8 rows per block), hd 96 (padded to 128)") {
-      check_versions({1, 900, 64, 4, 4, 2, 96, 64, spread_anchors(1, 64, 900, 4), std::vector<int32_t>(64, 1)}, 640);
-    }
-    SUBCASE("hd 64, GQA 4, B 2") {
-      check_versions({2, 1500, 40, 16, 8, 2, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)},
-                     650);
-    }
-    SUBCASE("anchors in random order, with a repeat, 0 and S (kernels may rely on sorted anchors only for speed)") {
-      Case c{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      c.keep[10] = 0;
-      check_versions(c, 660);
-    }
-    SUBCASE("no context (S = 0), and every block dropped") {
-      check_versions({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 670);
-      Case all_dropped{1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)};
-      const Data d = make_data(all_dropped, 680);
-      const KernelResult r = run_kernels(all_dropped, d, 2);
-      CHECK(max_abs(r.out) == 0);
-      CHECK(max_abs(r.dq) == 0);
-      CHECK(max_abs(r.dk) == 0);
-      CHECK(max_abs(r.dv) == 0);
-      // Fresh: no row sees any key, so every CTA writes its zeros (none may keep the NaN fill).
-      CHECK(bitwise_equal(r.dq3, r.dq));
-      CHECK(bitwise_equal(r.dk3, r.dk));
-      CHECK(bitwise_equal(r.dv3, r.dv));
-    }
   }
 
   TEST_CASE("CUDA equals the CPU op on a larger case (S 1024, N 32, bs 16, nh 8, nkv 2, hd 128)") {

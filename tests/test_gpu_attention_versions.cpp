@@ -1,0 +1,222 @@
+// DFlash attention's CUDA kernel versions called directly (the op runs the default one): version
+// 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2, 4, 8,
+// hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits twice;
+// fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes against
+// each other bit for bit. Suite "gpu-attention": it needs a GPU and fails without one.
+#ifdef DFLASH_CUDA
+#include <cstdlib>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "tests/gpu_attention_cases.h"
+#include "tests/gpu_test_util.h"
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+
+// The kernels called directly with an explicit version (the op runs the default one), bf16
+// tensors: forward, then the backward from that forward's out and lse into zeroed bf16 gradients,
+// twice (grads of the second call in dq2, dk2, dv2), then into fresh ones: NaN bytes the kernels
+// must write over without reading (dq3, dk3, dv3).
+struct KernelResult {
+  std::vector<float> out, lse, dq, dk, dv, dq2, dk2, dv2, dq3, dk3, dv3;
+};
+KernelResult run_kernels(const Case& c, const Data& d, int version) {
+  Context ctx{Device::cuda(0)};
+  ContextScope scope(ctx);
+  Tensor q = make_float(c.q_shape(), d.q, DType::bf16), k = make_float(c.kv_shape(), d.k, DType::bf16),
+         v = make_float(c.kv_shape(), d.v, DType::bf16), dout = make_float(c.q_shape(), d.dout, DType::bf16);
+  Tensor anchors = Tensor::from_ints({c.B, c.N}, c.anchors), keep = Tensor::from_ints({c.B, c.N}, c.keep);
+  Tensor out = Tensor::persistent(c.q_shape(), DType::bf16), lse = Tensor::persistent({c.B, c.nh, c.T()}, DType::f32),
+         delta = Tensor::persistent({c.B, c.nh, c.T()}, DType::f32), tiles = Tensor::persistent({1}, DType::i32);
+  Tensor dq = Tensor::persistent(c.q_shape(), DType::bf16), dk = Tensor::persistent(c.kv_shape(), DType::bf16),
+         dv = Tensor::persistent(c.kv_shape(), DType::bf16);
+  ops::fill_(out, NAN);
+  ops::fill_(lse, NAN);
+  const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
+  const auto* pa = static_cast<const int32_t*>(anchors.raw());
+  const auto* pk = static_cast<const int32_t*>(keep.raw());
+  kernels::cuda::DflashAttentionForward f{q.raw(),   k.raw(), v.raw(), true, pa, pk, dims, out.raw(),
+                                          static_cast<float*>(lse.raw()), static_cast<int32_t*>(tiles.raw())};
+  f.version = version;
+  kernels::cuda::dflash_attention_forward(f, ctx.cuda_stream());
+  KernelResult r;
+  auto backward = [&](bool fresh) {
+    for (Tensor* t : {&dq, &dk, &dv}) ops::fill_(*t, fresh ? NAN : 0.0f);
+    kernels::cuda::DflashAttentionBackward b{q.raw(),  k.raw(), v.raw(), true, pa, pk, dims, out.raw(), dout.raw(),
+                                             true, static_cast<const float*>(lse.raw()),
+                                             static_cast<float*>(delta.raw()), dq.raw(), true, dk.raw(), true, dv.raw(),
+                                             true};
+    b.version = version;
+    b.dq_fresh = b.dk_fresh = b.dv_fresh = fresh;
+    kernels::cuda::dflash_attention_backward(b, ctx.cuda_stream());
+    ctx.synchronize();
+  };
+  backward(false);
+  r.out = out.to_floats();
+  r.lse = lse.to_floats();
+  r.dq = dq.to_floats();
+  r.dk = dk.to_floats();
+  r.dv = dv.to_floats();
+  backward(false);
+  r.dq2 = dq.to_floats();
+  r.dk2 = dk.to_floats();
+  r.dv2 = dv.to_floats();
+  backward(true);
+  r.dq3 = dq.to_floats();
+  r.dk3 = dk.to_floats();
+  r.dv3 = dv.to_floats();
+  return r;
+}
+
+// Versions 1 and 2 agree up to bf16 rounding; version 2 writes every output element (no NaN from
+// the poisoned buffers), gives dropped blocks output, lse and dq exactly 0, and the same bits twice.
+void check_versions(const Case& c, uint64_t seed) {
+  CAPTURE(c.B);
+  CAPTURE(c.S);
+  CAPTURE(c.N);
+  CAPTURE(c.bs);
+  CAPTURE(c.nh);
+  CAPTURE(c.nkv);
+  CAPTURE(c.hd);
+  const Data d = make_data(c, seed);
+  const KernelResult v1 = run_kernels(c, d, 1), v2 = run_kernels(c, d, 2);
+  for (auto [name, x] : {std::pair{"out", &v2.out}, {"lse", &v2.lse}, {"dq", &v2.dq}, {"dk", &v2.dk}, {"dv", &v2.dv}}) {
+    INFO(name);
+    CHECK(all_finite(*x));
+  }
+  INFO("relative differences v2 - v1: out " << rel_err(v2.out, v1.out) << ", lse " << rel_err(v2.lse, v1.lse)
+                                            << ", dq " << rel_err(v2.dq, v1.dq) << ", dk " << rel_err(v2.dk, v1.dk)
+                                            << ", dv " << rel_err(v2.dv, v1.dv));
+  CHECK(rel_err(v2.out, v1.out) <= 1e-2);
+  CHECK(rel_err(v2.lse, v1.lse) <= 1e-3);
+  CHECK(rel_err(v2.dq, v1.dq) <= 2e-2);
+  CHECK(rel_err(v2.dk, v1.dk) <= 2e-2);
+  CHECK(rel_err(v2.dv, v1.dv) <= 2e-2);
+  CHECK(max_abs(v2.dk) > 0);
+  CHECK(bitwise_equal(v2.dq, v2.dq2));
+  CHECK(bitwise_equal(v2.dk, v2.dk2));
+  CHECK(bitwise_equal(v2.dv, v2.dv2));
+  CHECK(bitwise_equal(v1.dk, v1.dk2));
+  // Fresh gradients: every element written, the bits of adding to zeros (both versions).
+  for (const KernelResult* r : {&v1, &v2}) {
+    INFO("version " << (r == &v1 ? 1 : 2) << ", fresh gradients");
+    CHECK(bitwise_equal(r->dq3, r->dq));
+    CHECK(bitwise_equal(r->dk3, r->dk));
+    CHECK(bitwise_equal(r->dv3, r->dv));
+  }
+  const size_t qrow = size_t(c.nh * c.hd);
+  bool dropped_zero = true;
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t a = 0; a < c.N; ++a) {
+      if (c.keep[size_t(b * c.N + a)] != 0) continue;
+      for (int64_t slot = 0; slot < c.bs; ++slot) {
+        const size_t q0 = size_t(b * c.T() + a * c.bs + slot) * qrow;
+        for (size_t e = 0; e < qrow; ++e)
+          dropped_zero = dropped_zero && v2.out[q0 + e] == 0.0f && v2.dq[q0 + e] == 0.0f;
+        for (int64_t h = 0; h < c.nh; ++h)
+          dropped_zero = dropped_zero && v2.lse[size_t((b * c.nh + h) * c.T() + a * c.bs + slot)] == 0.0f;
+      }
+    }
+  CHECK(dropped_zero);
+}
+
+}  // namespace
+
+TEST_SUITE("gpu-attention") {
+  TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
+    REQUIRE_GPU();
+    // Version 2's dk/dv kernel picks its mode by size (decoupled for the drafter's shape below,
+    // split for the small ones); the first two cases run in every mode, and decoupled must give
+    // shared's bits (the same products in the same order; only the synchronisation differs).
+    struct DkdvMode {
+      explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
+      ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
+    };
+    auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
+      const Data d = make_data(c, seed);
+      KernelResult shared, decoupled;
+      {
+        DkdvMode forced("shared");
+        shared = run_kernels(c, d, 2);
+      }
+      {
+        DkdvMode forced("decoupled");
+        decoupled = run_kernels(c, d, 2);
+      }
+      CHECK(bitwise_equal(decoupled.dk, shared.dk));
+      CHECK(bitwise_equal(decoupled.dv, shared.dv));
+      CHECK(bitwise_equal(decoupled.dk3, shared.dk3));
+      CHECK(bitwise_equal(decoupled.dv3, shared.dv3));
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
+      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
+      for (const char* mode : {"shared", "split", "decoupled"}) {
+        INFO("dk/dv mode " << mode);
+        DkdvMode forced(mode);
+        check_versions(c, 600);
+      }
+      decoupled_is_shared(c, 601);
+    }
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; every dk/dv mode") {
+      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+      for (const char* mode : {"shared", "split", "decoupled"}) {
+        INFO("dk/dv mode " << mode);
+        DkdvMode forced(mode);
+        check_versions(c, 605);
+      }
+      decoupled_is_shared(c, 606);
+    }
+    SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled is shared") {
+      const Case few{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
+      Case many{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      many.keep[10] = 0;
+      decoupled_is_shared(few, 607);
+      decoupled_is_shared(many, 608);
+    }
+    SUBCASE("B 2, S 3000, N 96, GQA 4, dropped blocks (first, middle, last)") {
+      Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};
+      c.keep[0] = c.keep[50] = c.keep[95] = c.keep[96 + 40] = c.keep[96 + 41] = 0;
+      check_versions(c, 610);
+    }
+    SUBCASE("GQA 1 (16 rows per block: 8 blocks per CTA)") {
+      check_versions({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)},
+                     620);
+    }
+    SUBCASE("GQA 8 (128 rows per block: one block over both warpgroups)") {
+      check_versions({1, 1500, 20, 16, 16, 2, 128, 64, spread_anchors(1, 20, 1500, 16), std::vector<int32_t>(20, 1)},
+                     630);
+    }
+    SUBCASE("bs 4, GQA 2 (8 rows per block), hd 96 (padded to 128)") {
+      check_versions({1, 900, 64, 4, 4, 2, 96, 64, spread_anchors(1, 64, 900, 4), std::vector<int32_t>(64, 1)}, 640);
+    }
+    SUBCASE("hd 64, GQA 4, B 2") {
+      check_versions({2, 1500, 40, 16, 8, 2, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)},
+                     650);
+    }
+    SUBCASE("anchors in random order, with a repeat, 0 and S (kernels may rely on sorted anchors only for speed)") {
+      Case c{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      c.keep[10] = 0;
+      check_versions(c, 660);
+    }
+    SUBCASE("no context (S = 0), and every block dropped") {
+      check_versions({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 670);
+      Case all_dropped{1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)};
+      const Data d = make_data(all_dropped, 680);
+      const KernelResult r = run_kernels(all_dropped, d, 2);
+      CHECK(max_abs(r.out) == 0);
+      CHECK(max_abs(r.dq) == 0);
+      CHECK(max_abs(r.dk) == 0);
+      CHECK(max_abs(r.dv) == 0);
+      // Fresh: no row sees any key, so every CTA writes its zeros (none may keep the NaN fill).
+      CHECK(bitwise_equal(r.dq3, r.dq));
+      CHECK(bitwise_equal(r.dk3, r.dk));
+      CHECK(bitwise_equal(r.dv3, r.dv));
+    }
+  }
+}
+
+#endif  // DFLASH_CUDA
