@@ -92,7 +92,7 @@ void check_parity(const Case& c, uint64_t seed, bool through_nonleaf = false) {
     const double tol = dt == DType::f32 ? 1e-4 : 2e-2;
     const Result g = run(gpu, dt, c, d, through_nonleaf), h = run(cpu, dt, c, d, through_nonleaf);
     for (auto [name, x] : {std::pair{"out", &g.out}, {"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}}) {
-      INFO(name);
+      INFO(std::string(name));
       CHECK(all_finite(*x));
     }
     INFO("relative errors: out " << rel_err(g.out, h.out) << ", dq " << rel_err(g.dq, h.dq) << ", dk "

@@ -5,6 +5,7 @@
 // each other bit for bit. Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/gpu_attention_cases.h"
@@ -84,7 +85,7 @@ void check_versions(const Case& c, uint64_t seed) {
   const Data d = make_data(c, seed);
   const KernelResult v1 = run_kernels(c, d, 1), v2 = run_kernels(c, d, 2);
   for (auto [name, x] : {std::pair{"out", &v2.out}, {"lse", &v2.lse}, {"dq", &v2.dq}, {"dk", &v2.dk}, {"dv", &v2.dv}}) {
-    INFO(name);
+    INFO(std::string(name));
     CHECK(all_finite(*x));
   }
   INFO("relative differences v2 - v1: out " << rel_err(v2.out, v1.out) << ", lse " << rel_err(v2.lse, v1.lse)
@@ -154,7 +155,7 @@ TEST_SUITE("gpu-attention") {
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
       const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
       for (const char* mode : {"shared", "split", "decoupled"}) {
-        INFO("dk/dv mode " << mode);
+        INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
         DkdvMode forced(mode);
         check_versions(c, 600);
       }
@@ -164,7 +165,7 @@ TEST_SUITE("gpu-attention") {
       Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
       c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
       for (const char* mode : {"shared", "split", "decoupled"}) {
-        INFO("dk/dv mode " << mode);
+        INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
         DkdvMode forced(mode);
         check_versions(c, 605);
       }

@@ -89,7 +89,7 @@ TEST_SUITE("plot") {
     CHECK(png_size(dump / "curves.png") == std::pair<uint32_t, uint32_t>{1500, 450});
     const json& s = drawn["series"];
     for (const char* key : {"loss", "accuracy", "tau"}) {
-      INFO(key);
+      INFO(std::string(key));
       const json& train = s.at(std::string("train.") + key);
       CHECK(train["points"] == 4);
       CHECK(train["first_step"] == 1);
