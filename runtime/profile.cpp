@@ -138,17 +138,30 @@ std::vector<ProfileRow> profile_rows(const std::vector<ProfiledCall>& calls, con
   return out;
 }
 
-double profile_mismatch(const ProfileTableInput& in) {
+namespace {
+double kernel_ms(const ProfileTableInput& in) {
   double kernels = 0;
   for (const ProfileRow& r : in.rows) kernels += r.ms;
+  return kernels;
+}
+}  // namespace
+
+double profile_idle_ms(const ProfileTableInput& in) {
+  return std::clamp(in.measured_ms - kernel_ms(in), 0.0, std::max(0.0, in.idle_bound_ms));
+}
+
+double profile_mismatch(const ProfileTableInput& in) {
   if (in.measured_ms <= 0) return 0;
-  return std::fabs(kernels + in.idle_ms - in.measured_ms) / in.measured_ms;
+  const double kernels = kernel_ms(in), most = kernels + std::max(0.0, in.idle_bound_ms);
+  if (in.measured_ms < kernels) return (kernels - in.measured_ms) / in.measured_ms;
+  if (in.measured_ms > most) return (in.measured_ms - most) / in.measured_ms;
+  return 0;
 }
 
 std::string format_profile_table(const std::string& title, const ProfileTableInput& in) {
   double kernels = 0, flop = 0;
   for (const ProfileRow& r : in.rows) kernels += r.ms, flop += r.flop;
-  const double total = kernels + in.idle_ms;
+  const double idle = profile_idle_ms(in), total = kernels + idle;
   std::ostringstream os;
   os << title << "\n";
   char line[512];
@@ -169,16 +182,16 @@ std::string format_profile_table(const std::string& title, const ProfileTableInp
                   total > 0 ? 100.0 * r.ms / total : 0.0, work.c_str(), rate.c_str());
     os << line;
   }
-  if (in.idle_ms > 0) {
+  if (idle > 0) {
     std::snprintf(line, sizeof line, "%-10s %-10s %-22s %-40s %6s %10.3f %5.1f%%\n", "-", "-", "(no kernel running)", "-",
-                  "-", in.idle_ms, total > 0 ? 100.0 * in.idle_ms / total : 0.0);
+                  "-", idle, total > 0 ? 100.0 * idle / total : 0.0);
     os << line;
   }
   std::snprintf(line, sizeof line,
-                "kernels %.3f ms + idle %.3f ms = %.3f ms; measured replay %.3f ms (difference %.2f%%); %.3f TFLOP "
-                "counted, %.1f TFLOP/s over the measured time\n",
-                kernels, in.idle_ms, total, in.measured_ms, 100.0 * profile_mismatch(in), flop / 1e12,
-                in.measured_ms > 0 ? flop / 1e12 / (in.measured_ms / 1e3) : 0.0);
+                "kernels %.3f ms + idle %.3f ms = %.3f ms; measured replay %.3f ms (outside [kernels, kernels + %.3f ms "
+                "of traced gaps] by %.2f%%); %.3f TFLOP counted, %.1f TFLOP/s over the measured time\n",
+                kernels, idle, total, in.measured_ms, std::max(0.0, in.idle_bound_ms), 100.0 * profile_mismatch(in),
+                flop / 1e12, in.measured_ms > 0 ? flop / 1e12 / (in.measured_ms / 1e3) : 0.0);
   os << line;
   return os.str();
 }

@@ -80,7 +80,10 @@ struct ProfileRow {
 struct ProfileTableInput {
   std::vector<ProfileRow> rows;
   double measured_ms = 0;   // the replay's own time (events or wall clock), per replay
-  double idle_ms = 0;       // CUDA: time inside the replay with no kernel running
+  // CUDA: the gaps between kernels inside the traced replays, per replay. Tracing slows only the
+  // launches, never a kernel, so this bounds from above the idle time of the untraced replays
+  // that measured_ms times (back to back, each one's launch overlapping the run before).
+  double idle_bound_ms = 0;
   double visible_pairs = 0;  // attention (query, key) pairs of the profiled batch
 };
 
@@ -93,7 +96,12 @@ std::vector<ProfileRow> profile_rows(const std::vector<ProfiledCall>& calls, con
 // the sum of kernel time (+ idle) against the measured replay time.
 std::string format_profile_table(const std::string& title, const ProfileTableInput& in);
 
-// |kernels + idle - measured| / measured: the check that the kernels account for the replay.
+// The time with no kernel running in the measured replay: measured - kernels, within
+// [0, idle_bound_ms] (0 on the CPU, where the bound is 0).
+double profile_idle_ms(const ProfileTableInput& in);
+
+// How far the measured replay lies outside [kernels, kernels + idle_bound_ms], relative to it:
+// the check that the kernels account for the replay (on the CPU |kernels - measured| / measured).
 double profile_mismatch(const ProfileTableInput& in);
 
 // RAII: names the phase (backward, recompute) of the kernel calls made in its scope.

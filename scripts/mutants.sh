@@ -202,6 +202,10 @@ mutant "the decoder's programs are recorded without the profiler's labels" "-ts=
   'ctx_->attach_profile(o.profile);' \
   'ctx_->attach_profile(nullptr);'
 
+mutant "the profile check adds the traced gaps to the kernels instead of bounding the idle by them" "-ts=profile" \
+  'if (in.measured_ms > most) return (in.measured_ms - most) / in.measured_ms;' \
+  'if (in.measured_ms != most) return std::fabs(in.measured_ms - most) / in.measured_ms;'
+
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/profile.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -158,5 +159,38 @@ TEST_SUITE("profile") {
     CHECK(pclose(p) != 0);
     CHECK(out.find("--model=gpt2") != std::string::npos);
     CHECK(out.find("small or qwen3-8b") != std::string::npos);
+  }
+
+  TEST_CASE("the GPU check: the measured replay must lie between the kernels' sum and that sum plus the traced gaps") {
+    using dflash::ProfileTableInput;
+    ProfileTableInput in;
+    in.rows.resize(2);
+    in.rows[0].ms = 1.5, in.rows[1].ms = 0.5;  // kernels: 2 ms
+    in.idle_bound_ms = 0.8;                    // tracing saw 0.8 ms of gaps
+    // A small step queued back to back: its launches overlap, so it takes about the kernels' sum
+    // although the traced replay showed gaps (the case a fixed "kernels + traced gaps" check refused).
+    in.measured_ms = 2.02;
+    CHECK(dflash::profile_mismatch(in) == 0);
+    CHECK(dflash::profile_idle_ms(in) == doctest::Approx(0.02));
+    in.measured_ms = 2.8;  // every traced gap also idle in the measured replay
+    CHECK(dflash::profile_mismatch(in) == 0);
+    CHECK(dflash::profile_idle_ms(in) == doctest::Approx(0.8));
+    // Work the records miss: measured beyond kernels + gaps, by (3.2 - 2.8) / 3.2.
+    in.measured_ms = 3.2;
+    CHECK(dflash::profile_mismatch(in) == doctest::Approx(0.125));
+    CHECK(dflash::profile_idle_ms(in) == doctest::Approx(0.8));
+    const std::string table = dflash::format_profile_table("t", in);
+    CHECK(table.find("(no kernel running)") != std::string::npos);
+    CHECK(table.find("by 12.50%") != std::string::npos);
+    // Kernel times longer than the replay itself (overlapping records, or a wrong attribution).
+    in.measured_ms = 1.6;
+    CHECK(dflash::profile_mismatch(in) == doctest::Approx(0.25));
+    CHECK(dflash::profile_idle_ms(in) == 0);
+    // On the CPU (no gaps bound) the check is |kernels - measured| / measured and nothing is idle.
+    in.idle_bound_ms = 0;
+    in.measured_ms = 2.5;
+    CHECK(dflash::profile_mismatch(in) == doctest::Approx(0.2));
+    CHECK(dflash::profile_idle_ms(in) == 0);
+    CHECK(dflash::format_profile_table("t", in).find("(no kernel running)") == std::string::npos);
   }
 }
