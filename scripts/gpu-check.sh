@@ -19,7 +19,8 @@
 # (4096:512 with the arena that keeps the peak within 22.7 GiB, then the default),
 # anchors-decode (HF transformers' decode step of the target, eager then compiled: issue 10's
 # anchor for bench-spec, from scripts/anchors), anchors-small, anchors-qwen3-8b, anchors-4096 (qwen3-8b 4096:512 alone), anchors-short (its
-# 1024:128 and 2048:256), anchors-long (the PyTorch
+# 1024:128 and 2048:256), anchors-target (HF's forward of the target at 1024, 4096 and 16384
+# tokens, beside the step `target`), anchors-long (the PyTorch
 # anchors of ../shared/BENCH.md, from .anchors/), tiny-job.
 # Needs the header-only packages the host lacks in .deps/include (scripts/gpu-prepare.sh); the
 # golden data are in tests/golden.
@@ -128,6 +129,7 @@ for s in "${steps[@]}"; do
       --modes compiled --buckets 1024:128,2048:256 ;;
     anchors-decode) step anchors-decode timeout 400 bash -c "PYTHONUNBUFFERED=1 python3 scripts/anchors/ref_decode.py \
       1024,4096 && PYTHONUNBUFFERED=1 python3 scripts/anchors/ref_decode.py 1024,4096 --compile" ;;
+    anchors-target) step anchors-target timeout 400 env PYTHONUNBUFFERED=1 python3 .anchors/ref_target.py 1024,4096,16384 ;;
     anchors-long) step anchors-long timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes flex \
       --buckets 8192:512,16384:512,32768:512,65536:512 ;;
     tiny-job) step tiny-job timeout 300 ./build/dflash-train --config configs/tiny.toml --job.dump_folder=/tmp/tiny-gpu \
