@@ -1,6 +1,8 @@
 // Formatting of the startup report.
 #include "graphs/startup_report.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "runtime/fileio.h"
@@ -57,6 +59,28 @@ std::string format_startup_table(const StartupReport& r) {
                 r.shard_optimizer ? " (optimizer state sharded)" : "", r.startup_ms);
   out += line;
   return out;
+}
+
+std::string recompute_hint(const StartupReport& r, bool arena_budget_set, size_t available_bytes, int workers,
+                           size_t arena_limit_bytes) {
+  size_t recomputing = 0, without = 0;
+  for (const ProgramReport& p : r.programs) {
+    if (p.recomputed > 0) ++recomputing;
+    without = std::max(without, p.arena_bytes_without_checkpointing);
+  }
+  if (arena_budget_set || recomputing == 0 || without <= r.arena_bytes) return "";
+  if (arena_limit_bytes > 0 && without > arena_limit_bytes) return "";
+  const size_t margin = size_t(1) << 30, growth = (without - r.arena_bytes) * size_t(std::max(1, workers));
+  if (available_bytes < growth + margin) return "";
+  // The budget rounded up to 0.01 GiB, so that the value as printed still holds the arena.
+  const double gib = std::ceil(double(without) / double(1ull << 30) * 100.0) / 100.0;
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "hint: %zu program(s) recompute layers to fit the smallest arena, but %s is free after startup: "
+                "runtime.arena_gb = %.2f (%s more per worker) lets nothing recompute, for faster steps with the "
+                "same results bit for bit",
+                recomputing, human_bytes(available_bytes).c_str(), gib, human_bytes(without - r.arena_bytes).c_str());
+  return line;
 }
 
 nlohmann::json startup_json(const StartupReport& r) {

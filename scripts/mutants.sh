@@ -206,6 +206,10 @@ mutant "the profile check adds the traced gaps to the kernels instead of boundin
   'if (in.measured_ms > most) return (in.measured_ms - most) / in.measured_ms;' \
   'if (in.measured_ms != most) return std::fabs(in.measured_ms - most) / in.measured_ms;'
 
+mutant "the recompute hint ignores runtime.memory_limit_gb" "-ts=config-effects" \
+  'if (arena_limit_bytes > 0 && without > arena_limit_bytes) return "";' \
+  'if (false) return "";'
+
 # --- Failures across processes (issue 8) ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \

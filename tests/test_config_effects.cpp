@@ -2,12 +2,14 @@
 // warmup_ratio and min_lr_ratio; eval runs at exactly the steps eval_every names and evaluates
 // the weights of that step; checkpoint.every and checkpoint.keep give exactly the expected
 // checkpoint sets; checkpoint.resume = false starts over; memory_limit_gb is the arena budget
-// to the byte; arena_gb lets every bucket recompute less; drafter.rope_theta is the drafter's rope base.
+// to the byte; arena_gb lets every bucket recompute less, and startup names the value that ends
+// recomputation when memory allows; drafter.rope_theta is the drafter's rope base.
 #include <set>
 
 #include "runtime/fileio.h"
 #include "tests/micro_batch_gradients.h"
 #include "tests/reference_update.h"
+#include "graphs/startup_report.h"
 #include "tests/trainer_fixture.h"
 #include "train/commands.h"
 #include "train/trainer.h"
@@ -172,6 +174,65 @@ TEST_SUITE("config-effects") {
     const std::vector<nlohmann::json> a = step_records(least.job.dump_folder), b = step_records(roomy.job.dump_folder);
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
+  }
+
+  TEST_CASE("startup names the runtime.arena_gb that ends recomputation when memory allows it, and that value does") {
+    const fs::path root = trainer_root(), config = root / "hint.toml", log = root / "hint.log";
+    write_file_atomic(config, small_job_toml("hint-dump", 1));
+    const fs::path binary = fs::canonical("/proc/self/exe").parent_path() / "dflash-train";
+    REQUIRE_MESSAGE(fs::exists(binary), binary.string() << " is missing: build the dflash-train target too");
+    auto run = [&](const std::string& extra) {
+      const std::string cmd = binary.string() + " --config " + config.string() +
+                              " --training.steps=1 --data.eval=\"\" --metrics.progress=false --checkpoint.every=0 " +
+                              extra + " > " + log.string() + " 2>&1";
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      return read_file_text(log);
+    };
+    if (available_memory_bytes(Device::cpu()) < (2ull << 30)) {
+      MESSAGE("skipped: under 2 GiB of host memory free, so no hint is due");
+      return;
+    }
+    const std::string out = run("");
+    INFO(out);
+    const size_t at = out.find("runtime.arena_gb = ");
+    REQUIRE(at != std::string::npos);  // the smallest arena recomputes, and this host has room
+    CHECK(out.find("hint: ") != std::string::npos);
+    const double gb = std::stod(out.substr(at + 19));
+    // Nothing recomputes under the named budget.
+    char budget[64];
+    std::snprintf(budget, sizeof budget, "--runtime.arena_gb=%.2f", gb);
+    const std::string roomy = run(budget);
+    CHECK(roomy.find("hint: ") == std::string::npos);  // a budget was set: no hint
+    const nlohmann::json s = nlohmann::json::parse(read_file_text(root / "hint-dump" / "startup.json"));
+    for (const nlohmann::json& p : s["programs"]) CHECK(p["recomputed_segments"].get<int64_t>() == 0);
+    // A memory limit a byte below the arena without checkpointing (per worker; the job's two CPU
+    // workers split the limit): no hint, since the value could not be used.
+    int64_t without = 0;
+    for (const nlohmann::json& p : s["programs"])
+      without = std::max(without, p["arena_bytes_without_checkpointing"].get<int64_t>());
+    std::snprintf(budget, sizeof budget, "--runtime.memory_limit_gb=%.17g", double(2 * without - 2) / double(1ull << 30));
+    CHECK(run(budget).find("hint: ") == std::string::npos);
+  }
+
+  TEST_CASE("recompute_hint: growth times the workers sharing the memory, plus 1 GiB, must be free") {
+    StartupReport r;
+    r.arena_bytes = 2ull << 30;
+    ProgramReport p;
+    p.name = "train/4096";
+    p.recomputed = 5, p.segments = 5;
+    p.arena_bytes = 2ull << 30;
+    p.arena_bytes_without_checkpointing = (6ull << 30) - (1ull << 20);  // 6 GiB - 1 MiB: rounds up to 6.00
+    r.programs = {p};
+    const size_t growth = p.arena_bytes_without_checkpointing - r.arena_bytes, gib = 1ull << 30;
+    CHECK(recompute_hint(r, false, growth + gib, 1, 0).find("runtime.arena_gb = 6.00 ") != std::string::npos);
+    CHECK(recompute_hint(r, false, growth + gib - 1, 1, 0).empty());
+    CHECK(recompute_hint(r, false, 2 * growth + gib - 1, 2, 0).empty());  // two CPU workers grow two arenas
+    CHECK_FALSE(recompute_hint(r, false, 2 * growth + gib, 2, 0).empty());
+    CHECK(recompute_hint(r, true, 100 * gib, 1, 0).empty());  // runtime.arena_gb was set
+    CHECK(recompute_hint(r, false, 100 * gib, 1, p.arena_bytes_without_checkpointing - 1).empty());
+    CHECK_FALSE(recompute_hint(r, false, 100 * gib, 1, p.arena_bytes_without_checkpointing).empty());
+    r.programs[0].recomputed = 0;  // nothing recomputes: nothing to buy back
+    CHECK(recompute_hint(r, false, 100 * gib, 1, 0).empty());
   }
 
   TEST_CASE("drafter.rope_theta is the drafter's rope base: the first step's loss is that of a drafter built with it") {

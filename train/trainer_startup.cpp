@@ -109,6 +109,12 @@ Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* 
     StartupReport report = make_startup_report(*replicas_[0]->engine(), cluster_.world, startup_ms_);
     report.shard_optimizer = replicas_[0]->drafter().params().sharded();
     log_.info("recorded programs (each worker):\n" + format_startup_table(report));
+    const Device& device = replicas_[0]->context().device();
+    const int sharing = device.is_cpu() ? int(job_.devices.size()) : 1;  // arenas in this memory
+    const std::string hint =
+        recompute_hint(report, c.runtime.arena_gb > 0, available_memory_bytes(device), sharing,
+                       size_t(c.runtime.memory_limit_gb * double(1ull << 30) / double(sharing)));
+    if (!hint.empty()) log_.info(hint);
     if (root) write_startup_json(c.job.dump_folder, report);
   } else {
     log_.info("eager mode (runtime.graphs = false): nothing recorded; every step allocates as it runs");
