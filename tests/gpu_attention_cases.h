@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -19,6 +20,12 @@ struct Case {
   float scale() const { return float(1.0 / std::sqrt(double(hd))); }
   Shape q_shape() const { return {B, T(), nh, hd}; }
   Shape kv_shape() const { return {B, keys(), nkv, hd}; }
+  // The dims a failing check names (INFO(c.describe())).
+  std::string describe() const {
+    return "B " + std::to_string(B) + ", S " + std::to_string(S) + ", N " + std::to_string(N) + ", bs " +
+           std::to_string(bs) + ", nh " + std::to_string(nh) + ", nkv " + std::to_string(nkv) + ", hd " +
+           std::to_string(hd);
+  }
 };
 
 // What DFLASH.md's count gives: per kept block, its context tiles before the anchor (clamped to

@@ -77,13 +77,7 @@ void check_dropped_blocks(const Case& c, const Result& r) {
 
 // CUDA against the CPU op in f32 (tolerance 1e-4 of the largest magnitude) and bf16 (2e-2).
 void check_parity(const Case& c, uint64_t seed, bool through_nonleaf = false) {
-  CAPTURE(c.B);
-  CAPTURE(c.S);
-  CAPTURE(c.N);
-  CAPTURE(c.bs);
-  CAPTURE(c.nh);
-  CAPTURE(c.nkv);
-  CAPTURE(c.hd);
+  INFO(c.describe());
   CAPTURE(through_nonleaf);
   Context cpu{Device::cpu()}, gpu{Device::cuda(0)};
   const Data d = make_data(c, seed);

@@ -75,13 +75,7 @@ KernelResult run_kernels(const Case& c, const Data& d, int version) {
 // Versions 1 and 2 agree up to bf16 rounding; version 2 writes every output element (no NaN from
 // the poisoned buffers), gives dropped blocks output, lse and dq exactly 0, and the same bits twice.
 void check_versions(const Case& c, uint64_t seed) {
-  CAPTURE(c.B);
-  CAPTURE(c.S);
-  CAPTURE(c.N);
-  CAPTURE(c.bs);
-  CAPTURE(c.nh);
-  CAPTURE(c.nkv);
-  CAPTURE(c.hd);
+  INFO(c.describe());
   const Data d = make_data(c, seed);
   const KernelResult v1 = run_kernels(c, d, 1), v2 = run_kernels(c, d, 2);
   for (auto [name, x] : {std::pair{"out", &v2.out}, {"lse", &v2.lse}, {"dq", &v2.dq}, {"dk", &v2.dk}, {"dv", &v2.dv}}) {
@@ -152,23 +146,22 @@ TEST_SUITE("gpu-attention") {
       CHECK(bitwise_equal(decoupled.dk3, shared.dk3));
       CHECK(bitwise_equal(decoupled.dv3, shared.dv3));
     };
-    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
-      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
+    auto versions_in_every_mode = [](const Case& c, uint64_t seed) {
       for (const char* mode : {"shared", "split", "decoupled"}) {
         INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
         DkdvMode forced(mode);
-        check_versions(c, 600);
+        check_versions(c, seed);
       }
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
+      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
+      versions_in_every_mode(c, 600);
       decoupled_is_shared(c, 601);
     }
     SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; every dk/dv mode") {
       Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
       c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
-      for (const char* mode : {"shared", "split", "decoupled"}) {
-        INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
-        DkdvMode forced(mode);
-        check_versions(c, 605);
-      }
+      versions_in_every_mode(c, 605);
       decoupled_is_shared(c, 606);
     }
     SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled is shared") {
