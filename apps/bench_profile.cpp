@@ -106,11 +106,9 @@ bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector
 #endif
   const double mismatch = profile_mismatch(in);
   if (mismatch > 0.05) {
-    double kernels = 0;
-    for (const ProfileRow& r : in.rows) kernels += r.ms;
     std::printf("ERROR: the kernels (%.3f ms, with at most %.3f ms of gaps between them) do not account for the "
                 "measured %.3f ms replay (%.1f%% outside, more than 5%%): the profile is not trustworthy\n",
-                kernels, in.idle_bound_ms, mean, 100 * mismatch);
+                profile_kernel_ms(in), in.idle_bound_ms, mean, 100 * mismatch);
     ok = false;
   }
   return ok;

@@ -138,30 +138,28 @@ std::vector<ProfileRow> profile_rows(const std::vector<ProfiledCall>& calls, con
   return out;
 }
 
-namespace {
-double kernel_ms(const ProfileTableInput& in) {
+double profile_kernel_ms(const ProfileTableInput& in) {
   double kernels = 0;
   for (const ProfileRow& r : in.rows) kernels += r.ms;
   return kernels;
 }
-}  // namespace
 
 double profile_idle_ms(const ProfileTableInput& in) {
-  return std::clamp(in.measured_ms - kernel_ms(in), 0.0, std::max(0.0, in.idle_bound_ms));
+  return std::clamp(in.measured_ms - profile_kernel_ms(in), 0.0, std::max(0.0, in.idle_bound_ms));
 }
 
 double profile_mismatch(const ProfileTableInput& in) {
   if (in.measured_ms <= 0) return 0;
-  const double kernels = kernel_ms(in), most = kernels + std::max(0.0, in.idle_bound_ms);
+  const double kernels = profile_kernel_ms(in), most = kernels + std::max(0.0, in.idle_bound_ms);
   if (in.measured_ms < kernels) return (kernels - in.measured_ms) / in.measured_ms;
   if (in.measured_ms > most) return (in.measured_ms - most) / in.measured_ms;
   return 0;
 }
 
 std::string format_profile_table(const std::string& title, const ProfileTableInput& in) {
-  double kernels = 0, flop = 0;
-  for (const ProfileRow& r : in.rows) kernels += r.ms, flop += r.flop;
-  const double idle = profile_idle_ms(in), total = kernels + idle;
+  double flop = 0;
+  for (const ProfileRow& r : in.rows) flop += r.flop;
+  const double kernels = profile_kernel_ms(in), idle = profile_idle_ms(in), total = kernels + idle;
   std::ostringstream os;
   os << title << "\n";
   char line[512];

@@ -96,6 +96,9 @@ std::vector<ProfileRow> profile_rows(const std::vector<ProfiledCall>& calls, con
 // the sum of kernel time (+ idle) against the measured replay time.
 std::string format_profile_table(const std::string& title, const ProfileTableInput& in);
 
+// The kernels' time per replay: the rows' sum.
+double profile_kernel_ms(const ProfileTableInput& in);
+
 // The time with no kernel running in the measured replay: measured - kernels, within
 // [0, idle_bound_ms] (0 on the CPU, where the bound is 0).
 double profile_idle_ms(const ProfileTableInput& in);
