@@ -1,11 +1,13 @@
-// dflash-bench multi: the drafter's training step on G GPUs of this host, one worker thread per
-// GPU replaying train + update, the gradients reduced through NCCL (in the update program, or
-// overlapped with the backward), the optimizer state optionally sharded. Reports the median step
-// time, the throughput against one GPU's (measured in the same call when --baseline), and the
-// persistent bytes per GPU. Random bf16 target features are on each device (the target forward
-// is not timed), as in dflash-bench step.
+// dflash-bench multi: the drafter's training step on G GPUs, one worker thread per GPU of this
+// host, or one process per GPU when started by torchrun or srun (their variables, as dflash-train
+// reads them), replaying train + update, the gradients reduced through NCCL (in the update
+// program, or overlapped with the backward), the optimizer state optionally sharded. Reports the
+// median step time, the throughput (tokens/s over the timed steps), the ratio to one GPU's
+// (measured in the same call when --baseline) and the persistent bytes per GPU. Random bf16 target
+// features are on each device (the target forward is not timed), as in dflash-bench step.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -18,7 +20,9 @@
 #include "graphs/update.h"
 #include "graphs/worker.h"
 #include "runtime/comm.h"
+#include "runtime/launch.h"
 #include "train/bucket_step.h"
+#include "train/cluster.h"
 
 namespace dflash {
 
@@ -30,6 +34,7 @@ struct MultiOptions {
   Bucket bucket{4096, 512, 1};
   int steps = 20, gpus = 2;
   bool checkpointing = true, overlap = false, shard = false, bf16 = false;
+  bool processes = false;  // one process per GPU (torchrun, srun): gpus is the launcher's world
 };
 
 // One GPU's replica: frozen tensors, drafter, optimizer, step, update and (overlap) reduction.
@@ -44,7 +49,8 @@ struct Rank {
   std::unique_ptr<Engine> engine;
   const Program *train = nullptr, *upd = nullptr;
 
-  Rank(const DrafterSpec& spec, const MultiOptions& o, int rank, Communicator* comm) : ctx(Device::cuda(rank), rank) {
+  Rank(const DrafterSpec& spec, const MultiOptions& o, int rank, int gpu, Communicator* comm)
+      : ctx(Device::cuda(gpu), rank) {
     ContextScope scope(ctx);
     embed = Tensor::persistent({spec.vocab_size, spec.hidden_size}, DType::bf16, "embed");
     head = Tensor::persistent({spec.vocab_size, spec.hidden_size}, DType::bf16, "lm_head");
@@ -65,9 +71,9 @@ struct Rank {
     u.rank = rank;
     if (o.overlap && comm) {
       overlap = std::make_unique<OverlappedReduction>(comm, rank, drafter->params(),
-                                                      layer_ranges_of(drafter->params(), spec.num_hidden_layers), o.bf16);
+                                                      reduction_plan_of(drafter->params(), spec.num_hidden_layers), o.bf16);
       OverlappedReduction* ov = overlap.get();
-      drafter->set_layer_backward_hook([ov](int64_t l) { ov->after_layer(l); });
+      drafter->set_layer_backward_hook([ov](int64_t l, LayerGrads done) { ov->after_layer(l, done); });
       u.grads_reduced = true;
     }
     update = std::make_unique<UpdateStep>(*optimizer, drafter->params(), u);
@@ -96,9 +102,55 @@ struct Rank {
 };
 
 struct Result {
-  double step_ms = 0;
+  double step_ms = 0;  // median
+  double mean_ms = 0;  // over the timed steps: what the throughput is
   size_t persistent = 0, arena = 0;
 };
+
+// The timed steps (after 3 untimed ones) of `step`, which returns when the step is complete.
+Result time_steps(const MultiOptions& o, const std::function<void()>& step, const Rank& r0) {
+  std::vector<double> ms;
+  for (int i = 0; i < o.steps + 3; ++i) {
+    auto a = Clock::now();
+    step();
+    if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+  }
+  Result res;
+  for (double m : ms) res.mean_ms += m / double(ms.size());
+  std::sort(ms.begin(), ms.end());
+  res.step_ms = ms[ms.size() / 2];
+  res.persistent = r0.ctx.persistent_bytes();
+  res.arena = r0.engine->arena_bytes();
+  return res;
+}
+
+void build(Rank& r) {
+  ContextScope scope(r.ctx);
+  r.engine->build(available_memory_bytes(r.ctx.device()));
+  r.train = &r.engine->program("train");
+  r.upd = &r.engine->program("update");
+}
+
+// This process is one rank of a run started by torchrun or srun: its GPU, the rendezvous and the
+// NCCL communicator as dflash-train makes them (default runtime settings), the step timed on every
+// rank (the collectives keep them in step) and reported by rank 0.
+Result run_process(const MultiOptions& o, const LaunchInfo& launch) {
+  const DrafterSpec spec = bench_spec(o.model);
+  std::unique_ptr<ProcessGroup> pg = ProcessGroup::join(Config{}, launch, [&](const std::string& line) {
+    if (launch.rank == 0) std::printf("%s\n", line.c_str());
+  });
+  const ClusterSpec c = pg->spec();
+  Rank r(spec, o, launch.rank, c.devices[0].index, c.comm);
+  build(r);
+  Result res = time_steps(o, [&] {
+    ContextScope scope(r.ctx);
+    r.train->replay();
+    r.upd->replay();
+    r.ctx.synchronize();
+  }, r);
+  pg->finish();
+  return res;
+}
 
 Result run(const MultiOptions& o) {
   const DrafterSpec spec = bench_spec(o.model);
@@ -113,13 +165,8 @@ Result run(const MultiOptions& o) {
   DF_CHECK(o.gpus == 1, "dflash-bench multi --gpus=" << o.gpus << ": this build has no NCCL");
 #endif
   std::vector<std::unique_ptr<Rank>> ranks;
-  for (int g = 0; g < o.gpus; ++g) ranks.push_back(std::make_unique<Rank>(spec, o, g, comm.get()));
-  for (auto& r : ranks) {
-    ContextScope scope(r->ctx);
-    r->engine->build(available_memory_bytes(r->ctx.device()));
-    r->train = &r->engine->program("train");
-    r->upd = &r->engine->program("update");
-  }
+  for (int g = 0; g < o.gpus; ++g) ranks.push_back(std::make_unique<Rank>(spec, o, g, g, comm.get()));
+  for (auto& r : ranks) build(*r);
   std::vector<std::unique_ptr<WorkerThread>> threads;
   for (auto& r : ranks) {
     Rank* p = r.get();
@@ -130,38 +177,34 @@ Result run(const MultiOptions& o) {
       p->ctx.synchronize();
     }));
   }
-  std::vector<double> ms;
-  for (int i = 0; i < o.steps + 3; ++i) {
-    auto a = Clock::now();
+  Result res = time_steps(o, [&] {
     for (auto& t : threads) t->start();
     for (auto& t : threads) t->wait();
-    if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
-  }
-  std::sort(ms.begin(), ms.end());
+  }, *ranks[0]);
   threads.clear();
-  Result res;
-  res.step_ms = ms[ms.size() / 2];
-  res.persistent = ranks[0]->ctx.persistent_bytes();
-  res.arena = ranks[0]->engine->arena_bytes();
   return res;
 }
 
 void report(const MultiOptions& o, const Result& r, const Result* one) {
   const double seq_per_s = double(o.gpus) * double(o.bucket.batch) / (r.step_ms / 1000);
-  std::printf("%-5d %-8s %-6s %-5s %10.2f %12.2f %14.2f %12.2f", o.gpus, o.overlap ? (o.bf16 ? "bf16" : "f32") : "off",
-              o.shard ? "yes" : "no", o.checkpointing ? "on" : "off", r.step_ms, seq_per_s,
-              double(r.persistent) / double(1ull << 30), double(r.arena) / double(1ull << 30));
+  const double tokens_per_s = double(o.gpus) * double(o.bucket.batch * o.bucket.seq) / (r.mean_ms / 1000);
+  std::printf("%-5d %-8s %-6s %-5s %10.2f %12.2f %12.0f %14.2f %12.2f", o.gpus,
+              o.overlap ? (o.bf16 ? "bf16" : "f32") : "off", o.shard ? "yes" : "no", o.checkpointing ? "on" : "off",
+              r.step_ms, seq_per_s, tokens_per_s, double(r.persistent) / double(1ull << 30),
+              double(r.arena) / double(1ull << 30));
   double ratio = 0;
   if (one) {
     ratio = seq_per_s / (double(o.bucket.batch) / (one->step_ms / 1000));
     std::printf(" %8.3fx", ratio);
   }
-  std::printf("\n{\"bench\":\"multi\",\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"gpus\":%d,\"overlap\":%s,"
-              "\"reduce_dtype\":\"%s\",\"shard\":%s,\"checkpointing\":%s,\"step_ms\":%.3f,\"sequences_per_s\":%.3f,"
-              "\"persistent_bytes_per_gpu\":%zu,\"arena_bytes\":%zu,\"throughput_vs_1gpu\":%.4f}\n",
-              o.model.c_str(), (long long)o.bucket.seq, (long long)o.bucket.anchors, o.gpus, o.overlap ? "true" : "false",
-              o.bf16 ? "bf16" : "f32", o.shard ? "true" : "false", o.checkpointing ? "true" : "false", r.step_ms,
-              seq_per_s, r.persistent, r.arena, ratio);
+  std::printf("\n{\"bench\":\"multi\",\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"gpus\":%d,\"processes\":%s,"
+              "\"overlap\":%s,\"reduce_dtype\":\"%s\",\"shard\":%s,\"checkpointing\":%s,\"steps\":%d,\"step_ms\":%.3f,"
+              "\"mean_step_ms\":%.3f,\"sequences_per_s\":%.3f,\"tokens_per_s\":%.1f,\"persistent_bytes_per_gpu\":%zu,"
+              "\"arena_bytes\":%zu,\"throughput_vs_1gpu\":%.4f}\n",
+              o.model.c_str(), (long long)o.bucket.seq, (long long)o.bucket.anchors, o.gpus,
+              o.processes ? "true" : "false", o.overlap ? "true" : "false", o.bf16 ? "bf16" : "f32",
+              o.shard ? "true" : "false", o.checkpointing ? "true" : "false", o.steps, r.step_ms, r.mean_ms, seq_per_s,
+              tokens_per_s, r.persistent, r.arena, ratio);
 }
 }  // namespace
 
@@ -190,10 +233,27 @@ int bench_multi(const std::vector<std::string>& args) {
     }
   }
   DF_CHECK(o.gpus >= 1, "--gpus=" << o.gpus << " must be at least 1");
-  std::printf("multi: model %s, bucket %lld:%lld, %d steps (median), one thread per GPU\n", o.model.c_str(),
-              (long long)o.bucket.seq, (long long)o.bucket.anchors, o.steps);
-  std::printf("%-5s %-8s %-6s %-5s %10s %12s %14s %12s %9s\n", "gpus", "overlap", "shard", "ckpt", "step ms", "seq/s",
-              "persist GiB/GPU", "arena GiB", "vs 1 GPU");
+  const LaunchInfo launch = launch_from_environment();
+  if (launch.distributed()) {
+    DF_CHECK(!baseline, "dflash-bench multi under " << launch.launcher << ": --baseline times one GPU in this "
+                                                    << "process; fix: run the one-GPU figure as its own command "
+                                                    << "(dflash-bench multi --gpus=1, without the launcher)");
+    o.processes = true;
+    o.gpus = launch.world;
+  }
+  const bool print = launch.rank == 0;
+  if (print) {
+    std::printf("multi: model %s, bucket %lld:%lld, %d steps timed (median and mean), %s\n", o.model.c_str(),
+                (long long)o.bucket.seq, (long long)o.bucket.anchors, o.steps,
+                o.processes ? ("one process per GPU (" + launch.describe() + ")").c_str() : "one thread per GPU");
+    std::printf("%-5s %-8s %-6s %-5s %10s %12s %12s %14s %12s %9s\n", "gpus", "overlap", "shard", "ckpt", "step ms",
+                "seq/s", "tokens/s", "persist GiB/GPU", "arena GiB", "vs 1 GPU");
+  }
+  if (o.processes) {
+    const Result r = run_process(o, launch);
+    if (print) report(o, r, nullptr);
+    return 0;
+  }
   Result one;
   if (baseline) {
     MultiOptions b = o;

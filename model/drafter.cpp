@@ -106,6 +106,8 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
     h1 = ops::add(h, ops::linear(a.out.reshape({B, T, nh * hd}), p.get(P(l, "self_attn.o_proj.weight"))));
   }
   if (kept_mlp && replay) adopt_kept_values(h1, kept[0]);
+  // h1's gradient is complete once the MLP half's backward (down, gate, up, the norm) has run.
+  if (layer_hook_) h1 = grad_hook(h1, [hook = layer_hook_, l] { hook(l, LayerGrads::mlp); });
   Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps);  // (B, T, H)
   Tensor gate, up;                                                                     // (B, T, I)
   {
@@ -160,7 +162,7 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, Recompute recompute, in
   Tensor context = ops::rmsnorm(ops::linear(in.target_hidden, p.get("fc.weight")), p.get("hidden_norm.weight"), eps);
   Tensor h = ops::embedding(embed_, prep.noise_ids);  // (B, T, H)
   for (int64_t l = 0; l < spec_.num_hidden_layers; ++l) {
-    if (layer_hook_ && l >= 1) h = grad_hook(h, [hook = layer_hook_, l] { hook(l); });
+    if (layer_hook_ && l >= 1) h = grad_hook(h, [hook = layer_hook_, l] { hook(l, LayerGrads::all); });
     // The first layers' activations would live longest: they are recomputed first.
     if (l < recompute.full + recompute.partial) {
       Tensor q_pos = prep.q_pos, k_pos = prep.k_pos, anchors = in.anchors, keep = in.keep;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "graphs/checkpoint.h"
+#include "graphs/overlap.h"
 #include "model/dflash_ops.h"
 #include "model/drafter_spec.h"
 #include "runtime/ops.h"
@@ -57,9 +58,12 @@ class Drafter {
   const ParameterStore& params() const { return *params_; }
   const DrafterSpec& spec() const { return spec_; }
 
-  // Called during the backward once layer l (l >= 1) is done, i.e. its parameters' gradients are
-  // complete (the overlapped gradient reduction starts there). Set before recording.
-  void set_layer_backward_hook(std::function<void(int64_t layer)> hook) { layer_hook_ = std::move(hook); }
+  // Called during the backward once layer l's MLP half is done (every layer), and once the whole
+  // layer is (l >= 1): the named parameters' gradients are then complete, and the overlapped
+  // gradient reduction starts there (graphs/overlap.h). Set before recording.
+  void set_layer_backward_hook(std::function<void(int64_t layer, LayerGrads done)> hook) {
+    layer_hook_ = std::move(hook);
+  }
 
  private:
   Tensor layer(int64_t l, const Tensor& h, const Tensor& context, const Tensor& q_pos, const Tensor& k_pos,
@@ -67,7 +71,7 @@ class Drafter {
   DrafterSpec spec_;
   Tensor embed_, lm_head_, inv_freq_;
   std::unique_ptr<ParameterStore> params_;
-  std::function<void(int64_t)> layer_hook_;
+  std::function<void(int64_t, LayerGrads)> layer_hook_;
 };
 
 // Checks a spec against the target's dims and itself; messages name the keys and the fix.

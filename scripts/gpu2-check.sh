@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
-# On the 2-GPU host (kind nvidia-h200-x2): the multi-GPU checks of issue 8, each logged to
-# $OUT/gpu2-<step>.log (or ./gpu-out), then a summary table. Build first, in its own call:
+# On a host with several GPUs: the multi-GPU checks of issue 8 on kind nvidia-h200-x2 (GPUS=2, the
+# default) and of issue 9 on nvidia-h200-x8 (GPUS=8; GPUS=4 on x4 for a partial run), each logged
+# to $OUT/gpu2-<step>.log (or ./gpu-out), then a summary table. Build first, in its own call:
 #   bash scripts/gpu2-check.sh build
-#   bash scripts/gpu2-check.sh            # every check below (fits one 10-minute call)
+#   bash scripts/gpu2-check.sh            # every issue-8 check below (fits one 10-minute call)
 #   bash scripts/gpu2-check.sh procs kill9 # any subset, in this order
-# Checks: topo (nvidia-smi topo -m), procs (bit for bit over 20 steps: 2 processes under torchrun
-# == 2 threads in one process; overlap on == off; sharded == unsharded), nodes (two torchrun
-# --nnodes=2 invocations, one GPU each, meeting on this host's non-loopback address over sockets
-# only: same losses), kill9 (a rank killed by hand: the other exits within 60 s naming it),
-# sigterm (SIGTERM to one rank: both stop after the same step; resuming from that checkpoint
-# equals an uninterrupted run), bench (qwen3-8b 4096:512 with checkpointing, 1 vs 2 GPUs with and
-# without overlap, persistent memory per GPU with and without sharding), tests (the gpu2* doctest
-# suites), memcheck (10 steps of the 2-GPU job with overlap and sharding under compute-sanitizer).
+#   GPUS=8 bash scripts/gpu2-check.sh build topo scale         # issue 9: one GPU call per line
+#   GPUS=8 bash scripts/gpu2-check.sh scale-more procs kill-resume
+# Checks, with G = $GPUS ranks: topo (nvidia-smi topo -m), procs (bit for bit over 20 steps: G
+# processes under torchrun == G threads in one process; overlap on == off; sharded == unsharded),
+# nodes (two torchrun --nnodes=2 invocations, one GPU each, meeting on this host's non-loopback
+# address over sockets only: same losses), kill9 (rank G-1 killed by hand: every other rank exits
+# within 60 s naming it), sigterm (SIGTERM to rank G-1: all stop after the same step; resuming
+# from that checkpoint equals an uninterrupted run), kill-resume (rank G-1 killed mid-run, a
+# checkpoint every 5 steps: the others exit within 60 s naming it; resuming all G ranks from the
+# last complete checkpoint gives, step for step, the losses of an uninterrupted run), bench
+# (qwen3-8b 4096:512 with checkpointing, 1 vs 2 GPUs as threads of one process, with and without
+# overlap and sharding), scale (qwen3-8b 4096:512 under torchrun on 1, 2, 4, ... G GPUs, 30 timed
+# steps, without and with overlap: tokens/s, scaling efficiency), scale-more (on G GPUs: sharded
+# with and without overlap, persistent memory per GPU, and sockets only), tests (the gpu2* doctest
+# suites, on 2 GPUs), memcheck (10 steps of the G-GPU job with overlap and sharding under
+# compute-sanitizer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0  # NVLink multicast takes these GPUs out of service
+G=${GPUS:-2}
+[[ $G =~ ^[0-9]+$ ]] && [ "$G" -ge 2 ] || { echo "gpu2-check: GPUS=$G must be a number >= 2"; exit 2; }
+last=$((G - 1))
+devices=cuda:$(seq -s, 0 "$last")  # cuda:0,1,...
 W=${GPU2_WORK:-/tmp/gpu2-check}
 summary=()
 failed=0
@@ -32,17 +45,17 @@ common=(--config configs/tiny.toml --target.path="$W/target" --data.train="$W/da
         --data.synthetic.train_sequences=256 --drafter.num_hidden_layers=3 --training.steps=20
         --metrics.log_every=1 --metrics.progress=false --checkpoint.every=0 --runtime.rendezvous_timeout_s=120)
 
-# Two processes on this host: torchrun (or by hand with torchrun's variables). run2 DUMP PORT ARGS...
-run2() {
+# G processes on this host: torchrun (or by hand with torchrun's variables). runG DUMP PORT ARGS...
+runG() {
   local dump=$1 port=$2; shift 2
   rm -rf "$dump"
   if [ ${#TORCHRUN[@]} -gt 0 ]; then
-    "${TORCHRUN[@]}" --nnodes=1 --nproc-per-node=2 --master-addr=127.0.0.1 --master-port="$port" --no-python \
+    "${TORCHRUN[@]}" --nnodes=1 --nproc-per-node="$G" --master-addr=127.0.0.1 --master-port="$port" --no-python \
       ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@"
   else
     local pids=()
-    for r in 0 1; do
-      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    for r in $(seq 0 "$last"); do
+      RANK=$r WORLD_SIZE=$G LOCAL_RANK=$r LOCAL_WORLD_SIZE=$G MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@" & pids+=($!)
     done
     local rc=0
@@ -75,14 +88,75 @@ sys.exit(0 if not diff else 2)
 EOF
 }
 
-# Starts ranks 0 and 1 by hand (not torchrun, which would kill the survivor itself).
-start_by_hand() {  # DUMP PORT ARGS...; sets pid0 pid1
+# Starts ranks 0..G-1 by hand (not torchrun, which would kill the survivors itself).
+start_by_hand() {  # DUMP PORT ARGS...; sets pids (by rank), pid0 and pidlast
   local dump=$1 port=$2; shift 2
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+  pids=()
+  for r in $(seq 0 "$last"); do
+    RANK=$r WORLD_SIZE=$G LOCAL_RANK=$r LOCAL_WORLD_SIZE=$G MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@" >"$W/hand.$r.log" 2>&1 &
-    eval "pid$r=$!"
+    pids+=($!)
   done
+  pid0=${pids[0]}; pidlast=${pids[$last]}
+}
+wait_all() {  # waits for every rank started by hand; 0 when all exited with status 0
+  local rc=0 p
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+hand_logs() { for r in $(seq 0 "$last"); do cat "$W/hand.$r.log"; done; }
+# Kills rank G-1 (-9) once rank 0 logged step $2 of a run started by hand; then every other rank
+# must exit, non-zero, within 60 s with an error naming rank G-1. Notes the verdict under $1.
+kill_last_rank() {  # NAME STEP
+  local name=$1 r p rc alive k dt msg bad=""
+  if ! wait_for_step "$W/hand.0.log" "$2"; then
+    note "$name" FAIL "training did not reach step $2"; kill -9 "${pids[@]}" 2>/dev/null; return 1
+  fi
+  kill -9 "$pidlast"; k=$(date +%s%N)
+  for _ in $(seq 900); do
+    alive=0
+    for p in "${pids[@]:0:$last}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  dt=$(( ($(date +%s%N) - k) / 1000000000 ))
+  for r in $(seq 0 $((last - 1))); do
+    p=${pids[$r]}
+    if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; bad="$bad rank $r still running after 90 s;"; continue; fi
+    wait "$p"; rc=$?
+    msg=$(grep -m1 "error" "$W/hand.$r.log")
+    { [ $rc -ne 0 ] && echo "$msg" | grep -q "rank $last"; } || bad="$bad rank $r: rc $rc, '${msg:0:100}';"
+  done
+  wait "$pidlast" 2>/dev/null
+  msg=$(grep -m1 "error" "$W/hand.0.log")
+  echo "$msg" >>"$out/gpu2-$cur.log"
+  if [ -z "$bad" ] && [ "$dt" -le 60 ]; then
+    note "$name" PASS "all $last other rank(s) exited within $((dt + 1)) s naming rank $last: ${msg:0:100}"
+  else note "$name" FAIL "after $dt s:$bad"; return 1; fi
+}
+# qwen3-8b 4096:512 with checkpointing under torchrun on $1 GPUs (1: one process, no launcher),
+# 30 timed steps; more arguments go to dflash-bench multi (--overlap, --shard).
+bench_on() {
+  local g=$1; shift
+  if [ "$g" = 1 ]; then
+    timeout 240 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=30 --gpus=1 "$@"
+  else
+    timeout 300 "${TORCHRUN[@]}" --nnodes=1 --nproc-per-node="$g" --master-addr=127.0.0.1 --master-port=$((29600 + g)) \
+      --no-python ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=30 "$@"
+  fi
+}
+# The BENCH lines of a log: tokens/s, and the efficiency against the 1-GPU row of the same log.
+scale_summary() {
+  python3 - "$1" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"multi"')]
+one = next((r for r in rows if r["gpus"] == 1), None)
+for r in rows:
+    eff = r["tokens_per_s"] / (r["gpus"] * one["tokens_per_s"]) if one else float("nan")
+    print(f"BENCH gpus={r['gpus']} processes={r['processes']} overlap={r['overlap']} shard={r['shard']} "
+          f"step_ms={r['step_ms']:.2f} tokens_per_s={r['tokens_per_s']:.0f} efficiency_vs_1gpu={eff:.3f} "
+          f"persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
+EOF
 }
 wait_for_step() {  # LOG STEP: until rank 0 logged that step (60 s at most)
   for _ in $(seq 600); do grep -q "^step *$2/" "$1" 2>/dev/null && return 0; sleep 0.1; done
@@ -109,12 +183,12 @@ for cur in "${steps[@]}"; do
       note topo INFO "GPU0-GPU1 link: ${link:-?}" ;;
     procs)
       [ ${#TORCHRUN[@]} -eq 0 ] && log "torchrun not found: the two processes are started by hand with its variables"
-      ./build/dflash-train "${common[@]}" --runtime.devices=cuda:0,1 --job.dump_folder="$W/threads" \
-        >>"$out/gpu2-procs.log" 2>&1 || note threads FAIL "the 2-thread run failed"
-      run2 "$W/procs" 29511 >>"$out/gpu2-procs.log" 2>&1 || note procs FAIL "the 2-process run failed"
-      run2 "$W/overlap" 29513 --runtime.overlap_reduction=true >>"$out/gpu2-procs.log" 2>&1 || note overlap FAIL "run failed"
-      run2 "$W/sharded" 29515 --runtime.shard_optimizer=true >>"$out/gpu2-procs.log" 2>&1 || note sharded FAIL "run failed"
-      run2 "$W/both" 29517 --runtime.shard_optimizer=true --runtime.overlap_reduction=true >>"$out/gpu2-procs.log" 2>&1 \
+      ./build/dflash-train "${common[@]}" --runtime.devices="$devices" --job.dump_folder="$W/threads" \
+        >>"$out/gpu2-procs.log" 2>&1 || note threads FAIL "the $G-thread run failed"
+      runG "$W/procs" 29511 >>"$out/gpu2-procs.log" 2>&1 || note procs FAIL "the $G-process run failed"
+      runG "$W/overlap" 29513 --runtime.overlap_reduction=true >>"$out/gpu2-procs.log" 2>&1 || note overlap FAIL "run failed"
+      runG "$W/sharded" 29515 --runtime.shard_optimizer=true >>"$out/gpu2-procs.log" 2>&1 || note sharded FAIL "run failed"
+      runG "$W/both" 29517 --runtime.shard_optimizer=true --runtime.overlap_reduction=true >>"$out/gpu2-procs.log" 2>&1 \
         || note both FAIL "run failed"
       for pair in "procs threads" "overlap procs" "sharded procs" "both procs"; do
         set -- $pair
@@ -142,41 +216,48 @@ for cur in "${steps[@]}"; do
     kill9)
       rm -rf "$W/kill9"
       start_by_hand "$W/kill9" 29531 "${long[@]}"
-      if wait_for_step "$W/hand.0.log" 10; then
-        kill -9 "$pid1"; k=$(date +%s%N)
-        for _ in $(seq 900); do kill -0 "$pid0" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid0" 2>/dev/null; then kill -9 "$pid0"; note kill9 FAIL "rank 0 still running 90 s after rank 1 was killed"
-        else
-          wait "$pid0"; rc=$?; dt=$(( ($(date +%s%N) - k) / 1000000000 ))
-          msg=$(grep -m1 "error" "$W/hand.0.log")
-          echo "$msg" >>"$out/gpu2-kill9.log"
-          if [ $rc -ne 0 ] && echo "$msg" | grep -q "rank 1" && [ "$dt" -le 60 ]; then
-            note kill9 PASS "rank 0 exited (rc $rc) within $((dt + 1)) s: ${msg:0:120}"
-          else note kill9 FAIL "rc $rc after $dt s: $msg"; fi
-        fi
-      else note kill9 FAIL "training did not start"; kill -9 "$pid0" "$pid1" 2>/dev/null; fi
-      cat "$W/hand.0.log" "$W/hand.1.log" >>"$out/gpu2-kill9.log" ;;
+      kill_last_rank kill9 10
+      hand_logs >>"$out/gpu2-kill9.log" ;;
     sigterm)
       rm -rf "$W/sigterm" "$W/straight"
       start_by_hand "$W/sigterm" 29541 "${long[@]}"
       if wait_for_step "$W/hand.0.log" 10; then
-        kill -TERM "$pid1"
-        wait "$pid0"; rc0=$?; wait "$pid1"; rc1=$?
-        cat "$W/hand.0.log" "$W/hand.1.log" >>"$out/gpu2-sigterm.log"
+        kill -TERM "$pidlast"
+        wait_all; rc=$?
+        hand_logs >>"$out/gpu2-sigterm.log"
         n=$(sed -n 's/^stopped at step \([0-9]*\).*/\1/p' "$W/hand.0.log")
-        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] || [ -z "$n" ] || [ ! -f "$W/sigterm/checkpoints/step-$n/COMPLETE.json" ]; then
-          note sigterm FAIL "exit codes $rc0 $rc1, stopped at '${n}'"
+        if [ $rc -ne 0 ] || [ -z "$n" ] || [ ! -f "$W/sigterm/checkpoints/step-$n/COMPLETE.json" ]; then
+          note sigterm FAIL "a rank exited non-zero or none stopped ('${n}')"
         else
           start_by_hand "$W/sigterm" 29543 "${long[@]}" --training.steps=$((n + 5))
-          wait "$pid0"; r0=$?; wait "$pid1"; r1=$?
+          wait_all; r0=$?
           cat "$W/hand.0.log" >>"$out/gpu2-sigterm.log"
           start_by_hand "$W/straight" 29545 "${long[@]}" --training.steps=$((n + 5))
-          wait "$pid0"; wait "$pid1"
-          r=$(compare "$W/sigterm" "$W/straight" $((n + 5))) && [ $r0 -eq 0 ] && [ $r1 -eq 0 ] \
-            && note sigterm PASS "both stopped after step $n (one checkpoint); resumed to $((n + 5)): $r" \
-            || note sigterm FAIL "resume rc $r0 $r1: $r"
+          wait_all
+          r=$(compare "$W/sigterm" "$W/straight" $((n + 5))) && [ $r0 -eq 0 ] \
+            && note sigterm PASS "all $G stopped after step $n (one checkpoint); resumed to $((n + 5)): $r" \
+            || note sigterm FAIL "resume rc $r0: $r"
         fi
-      else note sigterm FAIL "training did not start"; kill -9 "$pid0" "$pid1" 2>/dev/null; fi ;;
+      else note sigterm FAIL "training did not start"; kill -9 "${pids[@]}" 2>/dev/null; fi ;;
+    kill-resume)
+      # Issue 9: a rank killed mid-run; the last complete checkpoint resumes as if nothing happened.
+      rm -rf "$W/killed" "$W/uninterrupted"
+      start_by_hand "$W/killed" 29551 "${long[@]}" --checkpoint.every=5
+      kill_last_rank kill-resume 12
+      hand_logs >>"$out/gpu2-kill-resume.log"
+      c=$(ls "$W/killed/checkpoints" 2>/dev/null | sed -n 's/^step-\([0-9]*\)$/\1/p' | sort -n | while read -r s; do
+            [ -f "$W/killed/checkpoints/step-$s/COMPLETE.json" ] && echo "$s"; done | tail -n 1)
+      if [ -z "$c" ]; then note resume FAIL "no complete checkpoint after the kill"; else
+        n=$((c + 8))
+        start_by_hand "$W/killed" 29553 "${long[@]}" --checkpoint.every=5 --training.steps=$n
+        wait_all; r0=$?
+        hand_logs >>"$out/gpu2-kill-resume.log"
+        start_by_hand "$W/uninterrupted" 29555 "${long[@]}" --checkpoint.every=5 --training.steps=$n
+        wait_all
+        r=$(compare "$W/killed" "$W/uninterrupted" $n) && [ $r0 -eq 0 ] \
+          && note resume PASS "resumed from step $c (last complete checkpoint) to $n on $G ranks: $r" \
+          || note resume FAIL "resume rc $r0: $r"
+      fi ;;
     bench)
       for args in "--gpus=2 --baseline" "--gpus=2 --overlap" "--gpus=2 --shard" "--gpus=2 --overlap --shard"; do
         timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 $args 2>&1 \
@@ -192,6 +273,31 @@ for r in rows:
           f"throughput_vs_1gpu={ratio:.3f} persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
 EOF
       while read -r line; do note bench INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-bench.log") ;;
+    scale)
+      # Issue 9 item 1: 1, 2, 4, ... G GPUs at the same per-GPU batch, without and with overlap.
+      [ ${#TORCHRUN[@]} -eq 0 ] && { note scale FAIL "torchrun not found"; continue; }
+      bench_on 1 2>&1 | tee -a "$out/gpu2-scale.log" | grep -v '^{'
+      g=2
+      while [ $g -le "$G" ]; do
+        for args in "" "--overlap"; do
+          bench_on $g $args 2>&1 | tee -a "$out/gpu2-scale.log" | grep -v '^{'
+        done
+        g=$((g * 2))
+      done
+      scale_summary "$out/gpu2-scale.log" | tee -a "$out/gpu2-scale.log"
+      while read -r line; do note scale INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-scale.log") ;;
+    scale-more)
+      # Issue 9 items 2 and 3: sharded (persistent memory per GPU) and sockets only, on G GPUs.
+      [ ${#TORCHRUN[@]} -eq 0 ] && { note scale-more FAIL "torchrun not found"; continue; }
+      bench_on 1 2>&1 | tee -a "$out/gpu2-scale-more.log" | grep -v '^{'
+      for args in "--overlap --shard" "--shard"; do
+        bench_on "$G" $args 2>&1 | tee -a "$out/gpu2-scale-more.log" | grep -v '^{'
+      done
+      log "sockets only (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1), the stand-in for $G nodes:"
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 bench_on "$G" --overlap 2>&1 \
+        | tee -a "$out/gpu2-scale-more.log" | grep -v '^{'
+      scale_summary "$out/gpu2-scale-more.log" | tee -a "$out/gpu2-scale-more.log"
+      while read -r line; do note scale-more INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-scale-more.log") ;;
     tests)
       timeout 240 ./build/dflash-tests --test-suite='gpu2*' >>"$out/gpu2-tests.log" 2>&1 \
         && note tests PASS "$(tail -n 2 "$out/gpu2-tests.log" | head -n 1)" \
@@ -200,11 +306,11 @@ EOF
     memcheck)
       rm -rf "$W/memcheck"
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./build/dflash-train "${common[@]}" \
-        --runtime.devices=cuda:0,1 --training.steps=10 --runtime.overlap_reduction=true --runtime.shard_optimizer=true \
+        --runtime.devices="$devices" --training.steps=10 --runtime.overlap_reduction=true --runtime.shard_optimizer=true \
         --job.dump_folder="$W/memcheck" >>"$out/gpu2-memcheck.log" 2>&1
       rc=$?
       s=$(grep -m1 "ERROR SUMMARY" "$out/gpu2-memcheck.log")
-      [ $rc -eq 0 ] && note memcheck PASS "10 steps, 2 GPUs, overlap + sharding: ${s:-no summary}" \
+      [ $rc -eq 0 ] && note memcheck PASS "10 steps, $G GPUs, overlap + sharding: ${s:-no summary}" \
         || note memcheck FAIL "rc $rc: ${s:-see $out/gpu2-memcheck.log}"
       tail -n 3 "$out/gpu2-memcheck.log" ;;
     *) echo "gpu2-check: unknown step '$cur'"; exit 2 ;;

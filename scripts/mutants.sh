@@ -214,6 +214,12 @@ mutant "the recompute hint ignores runtime.memory_limit_gb" "-ts=config-effects"
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \
   '(void)0;  // a hook installed after the failure was seen'
+mutant "the MLP half's hook runs before the post-attention norm's backward" "-tc=*drafter's?hook*" \
+  'Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps);  // (B, T, H)' \
+  'Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps); if (layer_hook_) y = grad_hook(y, [hook = layer_hook_, l] { hook(l, LayerGrads::mlp); });'
+mutant "layer 0's attention half is reduced as a bucket before its backward ends" "-tc=*overlap's?buckets*" \
+  'if (layers > 0) plan.attention[0] = {0, 0};' \
+  '(void)0;'
 
 # --- Machinery ---
 fail() {

@@ -22,10 +22,10 @@ Replica::Replica(const ReplicaOptions& o) : opt_(o), ctx_(o.device, o.rank) {
     u.record_bytes = o.record_bytes;
     if (o.overlap && o.comm && o.comm->world() > 1 && o.device.is_cuda()) {
       overlap_ = std::make_unique<OverlappedReduction>(
-          o.comm, o.rank, drafter_->params(), layer_ranges_of(drafter_->params(), o.spec.num_hidden_layers),
+          o.comm, o.rank, drafter_->params(), reduction_plan_of(drafter_->params(), o.spec.num_hidden_layers),
           o.reduce_bf16);
       OverlappedReduction* ov = overlap_.get();
-      drafter_->set_layer_backward_hook([ov](int64_t l) { ov->after_layer(l); });
+      drafter_->set_layer_backward_hook([ov](int64_t l, LayerGrads done) { ov->after_layer(l, done); });
       u.grads_reduced = true;
     }
     update_ = std::make_unique<UpdateStep>(*optimizer_, drafter_->params(), u);

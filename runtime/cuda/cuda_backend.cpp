@@ -48,10 +48,13 @@ const char* device_name(int index) {
   return prop.name;
 }
 
-void* create_stream(int index) {
+void* create_stream(int index, bool greatest_priority) {
   set_device(index);
+  int least = 0, greatest = 0;
+  check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
   cudaStream_t s;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest_priority ? greatest : least),
+        "cudaStreamCreateWithPriority");
   return s;
 }
 
@@ -156,7 +159,9 @@ void* end_capture_and_instantiate(void* stream) {
                                          "touched another stream; everything a program needs must exist before recording");
   }
   cudaGraphExec_t exec = nullptr;
-  cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0);
+  // Kernel nodes keep the priority of the stream that captured them (a reduction stream's NCCL
+  // kernels outrank the compute stream's), whatever stream the graph is launched into.
+  cudaError_t ie = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(graph);
   check(ie, "cudaGraphInstantiate");
   return exec;

@@ -12,7 +12,9 @@ size_t free_memory(int index);
 size_t total_memory(int index);
 const char* device_name(int index);
 
-void* create_stream(int index);
+// A non-blocking stream at the device's least priority, or its greatest (the overlapped gradient
+// reduction: its NCCL kernels take SMs ahead of the backward's kernels as those retire).
+void* create_stream(int index, bool greatest_priority = false);
 void destroy_stream(void* stream);
 void synchronize(void* stream);
 
