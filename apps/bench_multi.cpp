@@ -23,6 +23,9 @@
 #include "runtime/launch.h"
 #include "train/bucket_step.h"
 #include "train/cluster.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
 
 namespace dflash {
 
@@ -48,6 +51,10 @@ struct Rank {
   std::unique_ptr<OverlappedReduction> overlap;
   std::unique_ptr<Engine> engine;
   const Program *train = nullptr, *upd = nullptr;
+  // Where rank 0's steps go: the train program (with the overlapped reduction's tail) and the
+  // update (with the reduction when not overlapped), from timing events on its stream.
+  void* marks[3] = {nullptr, nullptr, nullptr};
+  std::vector<double> train_ms, update_ms;
 
   Rank(const DrafterSpec& spec, const MultiOptions& o, int rank, int gpu, Communicator* comm)
       : ctx(Device::cuda(gpu), rank) {
@@ -98,12 +105,49 @@ struct Rank {
     }, o.checkpointing);
     UpdateStep* up = update.get();
     engine->add("update", Bucket{}, [up](bool) { up->body(); }, false);
+#ifdef DFLASH_CUDA
+    for (void*& m : marks) m = cuda_backend::create_timing_event(gpu);
+#endif
+  }
+  ~Rank() {
+#ifdef DFLASH_CUDA
+    for (void* m : marks)
+      if (m) cuda_backend::destroy_event(m);
+#endif
+  }
+
+  // One step: train, update, wait; the two phases' times kept.
+  void step_once() {
+    ContextScope scope(ctx);
+#ifdef DFLASH_CUDA
+    void* s = ctx.cuda_stream();
+    cuda_backend::record_event(marks[0], s);
+    train->replay();
+    cuda_backend::record_event(marks[1], s);
+    upd->replay();
+    cuda_backend::record_event(marks[2], s);
+    ctx.synchronize();
+    train_ms.push_back(cuda_backend::elapsed_ms(marks[0], marks[1]));
+    update_ms.push_back(cuda_backend::elapsed_ms(marks[1], marks[2]));
+#else
+    train->replay();
+    upd->replay();
+    ctx.synchronize();
+#endif
   }
 };
+
+double median_after_warmup(std::vector<double> v) {
+  if (v.size() <= 3) return 0;
+  v.erase(v.begin(), v.begin() + 3);
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 struct Result {
   double step_ms = 0;  // median
   double mean_ms = 0;  // over the timed steps: what the throughput is
+  double train_ms = 0, update_ms = 0;  // rank 0's medians (CUDA events)
   size_t persistent = 0, arena = 0;
 };
 
@@ -119,6 +163,8 @@ Result time_steps(const MultiOptions& o, const std::function<void()>& step, cons
   for (double m : ms) res.mean_ms += m / double(ms.size());
   std::sort(ms.begin(), ms.end());
   res.step_ms = ms[ms.size() / 2];
+  res.train_ms = median_after_warmup(r0.train_ms);
+  res.update_ms = median_after_warmup(r0.update_ms);
   res.persistent = r0.ctx.persistent_bytes();
   res.arena = r0.engine->arena_bytes();
   return res;
@@ -142,12 +188,7 @@ Result run_process(const MultiOptions& o, const LaunchInfo& launch) {
   const ClusterSpec c = pg->spec();
   Rank r(spec, o, launch.rank, c.devices[0].index, c.comm);
   build(r);
-  Result res = time_steps(o, [&] {
-    ContextScope scope(r.ctx);
-    r.train->replay();
-    r.upd->replay();
-    r.ctx.synchronize();
-  }, r);
+  Result res = time_steps(o, [&] { r.step_once(); }, r);
   pg->finish();
   return res;
 }
@@ -170,12 +211,7 @@ Result run(const MultiOptions& o) {
   std::vector<std::unique_ptr<WorkerThread>> threads;
   for (auto& r : ranks) {
     Rank* p = r.get();
-    threads.push_back(std::make_unique<WorkerThread>([p] {
-      ContextScope scope(p->ctx);
-      p->train->replay();
-      p->upd->replay();
-      p->ctx.synchronize();
-    }));
+    threads.push_back(std::make_unique<WorkerThread>([p] { p->step_once(); }));
   }
   Result res = time_steps(o, [&] {
     for (auto& t : threads) t->start();
@@ -188,9 +224,9 @@ Result run(const MultiOptions& o) {
 void report(const MultiOptions& o, const Result& r, const Result* one) {
   const double seq_per_s = double(o.gpus) * double(o.bucket.batch) / (r.step_ms / 1000);
   const double tokens_per_s = double(o.gpus) * double(o.bucket.batch * o.bucket.seq) / (r.mean_ms / 1000);
-  std::printf("%-5d %-8s %-6s %-5s %10.2f %12.2f %12.0f %14.2f %12.2f", o.gpus,
+  std::printf("%-5d %-8s %-6s %-5s %10.2f %9.2f %9.2f %12.2f %12.0f %14.2f %12.2f", o.gpus,
               o.overlap ? (o.bf16 ? "bf16" : "f32") : "off", o.shard ? "yes" : "no", o.checkpointing ? "on" : "off",
-              r.step_ms, seq_per_s, tokens_per_s, double(r.persistent) / double(1ull << 30),
+              r.step_ms, r.train_ms, r.update_ms, seq_per_s, tokens_per_s, double(r.persistent) / double(1ull << 30),
               double(r.arena) / double(1ull << 30));
   double ratio = 0;
   if (one) {
@@ -199,12 +235,12 @@ void report(const MultiOptions& o, const Result& r, const Result* one) {
   }
   std::printf("\n{\"bench\":\"multi\",\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"gpus\":%d,\"processes\":%s,"
               "\"overlap\":%s,\"reduce_dtype\":\"%s\",\"shard\":%s,\"checkpointing\":%s,\"steps\":%d,\"step_ms\":%.3f,"
-              "\"mean_step_ms\":%.3f,\"sequences_per_s\":%.3f,\"tokens_per_s\":%.1f,\"persistent_bytes_per_gpu\":%zu,"
-              "\"arena_bytes\":%zu,\"throughput_vs_1gpu\":%.4f}\n",
+              "\"mean_step_ms\":%.3f,\"train_ms\":%.3f,\"update_ms\":%.3f,\"sequences_per_s\":%.3f,"
+              "\"tokens_per_s\":%.1f,\"persistent_bytes_per_gpu\":%zu,\"arena_bytes\":%zu,\"throughput_vs_1gpu\":%.4f}\n",
               o.model.c_str(), (long long)o.bucket.seq, (long long)o.bucket.anchors, o.gpus,
               o.processes ? "true" : "false", o.overlap ? "true" : "false", o.bf16 ? "bf16" : "f32",
-              o.shard ? "true" : "false", o.checkpointing ? "true" : "false", o.steps, r.step_ms, r.mean_ms, seq_per_s,
-              tokens_per_s, r.persistent, r.arena, ratio);
+              o.shard ? "true" : "false", o.checkpointing ? "true" : "false", o.steps, r.step_ms, r.mean_ms, r.train_ms,
+              r.update_ms, seq_per_s, tokens_per_s, r.persistent, r.arena, ratio);
 }
 }  // namespace
 
@@ -246,8 +282,8 @@ int bench_multi(const std::vector<std::string>& args) {
     std::printf("multi: model %s, bucket %lld:%lld, %d steps timed (median and mean), %s\n", o.model.c_str(),
                 (long long)o.bucket.seq, (long long)o.bucket.anchors, o.steps,
                 o.processes ? ("one process per GPU (" + launch.describe() + ")").c_str() : "one thread per GPU");
-    std::printf("%-5s %-8s %-6s %-5s %10s %12s %12s %14s %12s %9s\n", "gpus", "overlap", "shard", "ckpt", "step ms",
-                "seq/s", "tokens/s", "persist GiB/GPU", "arena GiB", "vs 1 GPU");
+    std::printf("%-5s %-8s %-6s %-5s %10s %9s %9s %12s %12s %14s %12s %9s\n", "gpus", "overlap", "shard", "ckpt",
+                "step ms", "train ms", "upd ms", "seq/s", "tokens/s", "persist GiB/GPU", "arena GiB", "vs 1 GPU");
   }
   if (o.processes) {
     const Result r = run_process(o, launch);

@@ -154,7 +154,8 @@ one = next((r for r in rows if r["gpus"] == 1), None)
 for r in rows:
     eff = r["tokens_per_s"] / (r["gpus"] * one["tokens_per_s"]) if one else float("nan")
     print(f"BENCH gpus={r['gpus']} processes={r['processes']} overlap={r['overlap']} shard={r['shard']} "
-          f"step_ms={r['step_ms']:.2f} tokens_per_s={r['tokens_per_s']:.0f} efficiency_vs_1gpu={eff:.3f} "
+          f"step_ms={r['step_ms']:.2f} train_ms={r['train_ms']:.2f} update_ms={r['update_ms']:.2f} "
+          f"tokens_per_s={r['tokens_per_s']:.0f} efficiency_vs_1gpu={eff:.3f} "
           f"persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
 EOF
 }
@@ -270,6 +271,7 @@ one = next((r for r in rows if r["gpus"] == 1), None)
 for r in rows:
     ratio = 2 * one["step_ms"] / r["step_ms"] if one and r["gpus"] == 2 else 1.0
     print(f"BENCH gpus={r['gpus']} overlap={r['overlap']} shard={r['shard']} step_ms={r['step_ms']:.2f} "
+          f"train_ms={r.get('train_ms', 0):.2f} update_ms={r.get('update_ms', 0):.2f} "
           f"throughput_vs_1gpu={ratio:.3f} persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
 EOF
       while read -r line; do note bench INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-bench.log") ;;

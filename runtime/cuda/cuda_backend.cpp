@@ -69,6 +69,20 @@ void* create_event(int index) {
   return e;
 }
 
+void* create_timing_event(int index) {
+  set_device(index);
+  cudaEvent_t e;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  return e;
+}
+
+float elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
 void destroy_event(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
 
 void record_event(void* event, void* stream) {

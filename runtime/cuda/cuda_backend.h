@@ -18,6 +18,10 @@ void* create_stream(int index, bool greatest_priority = false);
 void destroy_stream(void* stream);
 void synchronize(void* stream);
 
+// Events with timing, for benchmarks: elapsed_ms(a, b) once both have completed.
+void* create_timing_event(int index);
+float elapsed_ms(void* start, void* end);
+
 // Events without timing: dependencies between streams (inside a capture they become graph edges).
 void* create_event(int index);
 void destroy_event(void* event);
