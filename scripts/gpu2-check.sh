@@ -31,13 +31,16 @@ G=${GPUS:-2}
 last=$((G - 1))
 devices=cuda:$(seq -s, 0 "$last")  # cuda:0,1,...
 W=${GPU2_WORK:-/tmp/gpu2-check}
+kill_wait_s=${GPU2_KILL_WAIT_S:-90}  # how long kill9 waits for the survivors (they must exit within 60 s)
 summary=()
 failed=0
 note() { summary+=("$(printf '%-10s %-5s %s' "$1" "$2" "$3")"); [ "$2" = FAIL ] && failed=1; return 0; }
 log() { echo "$*" | tee -a "$out/gpu2-$cur.log"; }
 
-# torchrun, or python's module; without torch, the same variables set by hand (said in the summary).
-if command -v torchrun >/dev/null; then TORCHRUN=(torchrun)
+# torchrun, or python's module; without torch (or with GPU2_NO_TORCHRUN=1), the same variables
+# set by hand (said in the summary).
+if [ "${GPU2_NO_TORCHRUN:-0}" = 1 ]; then TORCHRUN=()
+elif command -v torchrun >/dev/null; then TORCHRUN=(torchrun)
 elif python3 -c 'import torch.distributed.run' 2>/dev/null; then TORCHRUN=(python3 -m torch.distributed.run)
 else TORCHRUN=(); fi
 
@@ -113,7 +116,7 @@ kill_last_rank() {  # NAME STEP
     note "$name" FAIL "training did not reach step $2"; kill -9 "${pids[@]}" 2>/dev/null; return 1
   fi
   kill -9 "$pidlast"; k=$(date +%s%N)
-  for _ in $(seq 900); do
+  for _ in $(seq $((kill_wait_s * 10))); do
     alive=0
     for p in "${pids[@]:0:$last}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ $alive = 0 ] && break
@@ -122,12 +125,12 @@ kill_last_rank() {  # NAME STEP
   dt=$(( ($(date +%s%N) - k) / 1000000000 ))
   for r in $(seq 0 $((last - 1))); do
     p=${pids[$r]}
-    if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; bad="$bad rank $r still running after 90 s;"; continue; fi
+    if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; bad="$bad rank $r still running after $kill_wait_s s;"; continue; fi
     wait "$p"; rc=$?
     msg=$(grep -m1 "error" "$W/hand.$r.log")
     { [ $rc -ne 0 ] && echo "$msg" | grep -q "rank $last"; } || bad="$bad rank $r: rc $rc, '${msg:0:100}';"
   done
-  wait "$pidlast" 2>/dev/null
+  kill -9 "$pidlast" 2>/dev/null; wait "$pidlast" 2>/dev/null
   msg=$(grep -m1 "error" "$W/hand.0.log")
   echo "$msg" >>"$out/gpu2-$cur.log"
   if [ -z "$bad" ] && [ "$dt" -le 60 ]; then
