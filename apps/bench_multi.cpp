@@ -7,8 +7,8 @@
 // features are on each device (the target forward is not timed), as in dflash-bench step.
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -269,6 +269,7 @@ int bench_multi(const std::vector<std::string>& args) {
     }
   }
   DF_CHECK(o.gpus >= 1, "--gpus=" << o.gpus << " must be at least 1");
+  DF_CHECK(o.steps >= 1, "--steps=" << o.steps << " must be at least 1 (the timed steps, after 3 untimed)");
   const LaunchInfo launch = launch_from_environment();
   if (launch.distributed()) {
     DF_CHECK(!baseline, "dflash-bench multi under " << launch.launcher << ": --baseline times one GPU in this "

@@ -221,6 +221,32 @@ mutant "layer 0's attention half is reduced as a bucket before its backward ends
   'if (layers > 0) plan.attention[0] = {0, 0};' \
   '(void)0;'
 
+# --- Audit 2026-12-01: export, speculative decoding, resume ---
+mutant "export --dtype bf16 writes f32 anyway" "-tc=*SGLang?format*" \
+  'export_drafter(out_dir, d.spec, store, dtype);' \
+  'export_drafter(out_dir, d.spec, store, DType::f32);'
+mutant "a plain checkpoint resumed into a sharded run swaps Adam m and v" "-tc=*plain?checkpoint?resumes?into?a?sharded*" \
+  'else copy(moments_->bytes(kind + "." + p.name), p.offset, p.count);' \
+  'else copy(moments_->bytes((kind == "m" ? std::string("v") : std::string("m")) + "." + p.name), p.offset, p.count);'
+mutant "an epoch's partial groups flushed in reverse bucket order" "-tc=*partial?groups?last*" \
+  'for (size_t b = 0; b < pending_.size(); ++b)' \
+  'for (size_t b = pending_.size(); b-- > 0;)'
+mutant "the lossless check reports the margin one new token late" "-tc=*lossless?check?names*" \
+  'const size_t k = i - p.ids.size();' \
+  'const size_t k = i - p.ids.size() + 1;'
+mutant "the target-alone baseline decodes past a stop token" "-tc=*golden?stop-token?example*" \
+  'while (int64_t(d.output.size()) < end && !is_stop(d.output.back())) {' \
+  'while (int64_t(d.output.size()) < end) {'
+mutant "spec figures: TPOT not divided by the prompt's new tokens" "-tc=*summarize_spec:?tokens/s*" \
+  'tpot_spec += r.spec_s / tokens;' \
+  'tpot_spec += r.spec_s;'
+mutant "decode refuses prompt + max_new equal to max_position_embeddings" "-tc=*check_decode_prompt:?prompt*" \
+  'DF_CHECK(max_positions <= 0 || need <= max_positions,' \
+  'DF_CHECK(max_positions <= 0 || need < max_positions,'
+mutant "a step-05 folder counts as checkpoint step 5" "-tc=*only?canonical?step-N*" \
+  "(digits.size() > 1 && digits[0] == '0')) return std::nullopt;" \
+  'false) return std::nullopt;'
+
 # --- Machinery ---
 fail() {
   echo "mutants: $*" >&2

@@ -1,6 +1,6 @@
 // Training checkpoints: CRC-32 against a bitwise reference, bitwise save/load round trips (params,
 // Adam m/v, step, state), damaged and incomplete checkpoints skipped with warnings, replacement and
-// pruning, and forced write failures.
+// pruning (only canonical step-N names count), and forced write failures.
 #include "tests/checkpoint_io_util.h"
 
 using namespace dflash;
@@ -241,6 +241,22 @@ TEST_CASE("saving over an existing step replaces it completely; prune keeps the 
   prune_checkpoints(dir.path, 1);
   CHECK(listing(ck) == std::vector<std::string>{"step-0", "step-4", "step-5"});
   CHECK_THROWS_WITH_AS(prune_checkpoints(dir.path, 0), doctest::Contains("keep at least 1"), Error);
+}
+
+TEST_CASE("only canonical step-N names are checkpoints: a copy named step-05 is neither resumed nor pruned") {
+  CpuRuntime rt;
+  TempDir dir;
+  const DrafterSpec spec = small_spec();
+  Trained a(spec, 1, 3);
+  save_checkpoint(dir.path, 3, a.params, a.opt, {});
+  a.step();
+  a.step();
+  save_checkpoint(dir.path, 5, a.params, a.opt, {});
+  const fs::path ck = dir / "checkpoints";
+  fs::copy(ck / "step-5", ck / "step-05", fs::copy_options::recursive);  // a complete checkpoint's files
+  CHECK(latest_complete_checkpoint(dir.path) == ck / "step-5");
+  prune_checkpoints(dir.path, 1);  // keeps step-5, removes step-3, leaves the foreign name alone
+  CHECK(listing(ck) == std::vector<std::string>{"step-05", "step-5"});
 }
 
 TEST_CASE("a failed save throws naming the path and leaves earlier checkpoints intact") {

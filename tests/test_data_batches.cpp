@@ -1,5 +1,6 @@
-// Data batching: the batch planner (determinism, coverage, smallest buckets, overflow, resume) and
-// anchors (validity, uniformity, eval passes) with the staging of a micro-batch.
+// Data batching: the batch planner (determinism, coverage, smallest buckets, an epoch's order and
+// its end-of-epoch flush, overflow, resume) and anchors (validity, uniformity, eval passes) with
+// the staging of a micro-batch.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -98,6 +99,41 @@ TEST_SUITE("data") {
       for (auto& [s, n] : seen) CHECK(n == 1);
       for (int n : partial) CHECK(n <= 1);
     }
+  }
+
+  TEST_CASE("planner: an epoch's micro-batches in order, its partial groups last in the buckets' list order") {
+    // The documented rule, followed here by hand over the epoch's permutation (checked against an
+    // independent Fisher-Yates above): a group is emitted when it fills; at the epoch's end the
+    // partial groups follow in the order of the [[buckets]] list (not sorted by seq).
+    std::vector<Bucket> buckets = {{64, 1, 4}, {16, 1, 3}, {32, 1, 5}};
+    std::vector<int64_t> lengths;  // 6, 7 and 8 sequences: every bucket ends the epoch with a partial group
+    for (int i = 0; i < 6; ++i) lengths.push_back(33 + 5 * i);
+    for (int i = 0; i < 7; ++i) lengths.push_back(2 + 2 * i);
+    for (int i = 0; i < 8; ++i) lengths.push_back(17 + 2 * i);
+    BatchPlanner planner(lengths, buckets, OverflowPolicy::truncate, 4);
+    std::vector<std::pair<int, std::vector<int64_t>>> want;
+    std::vector<std::vector<int64_t>> groups(buckets.size());
+    for (int64_t s : planner.permutation(0)) {
+      const int b = lengths[size_t(s)] <= 16 ? 1 : lengths[size_t(s)] <= 32 ? 2 : 0;
+      groups[size_t(b)].push_back(s);
+      if (int64_t(groups[size_t(b)].size()) == buckets[size_t(b)].batch) {
+        want.push_back({b, groups[size_t(b)]});
+        groups[size_t(b)].clear();
+      }
+    }
+    size_t partial = 0;
+    for (int b = 0; b < 3; ++b)
+      if (!groups[size_t(b)].empty()) want.push_back({b, groups[size_t(b)]}), ++partial;
+    REQUIRE(partial == 3);  // the case exercises the order of the flush
+    for (size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      MicroBatch mb = planner.next();
+      CHECK(mb.epoch == 0);
+      CHECK(mb.index == int64_t(i));
+      CHECK(mb.bucket == want[i].first);
+      CHECK(mb.sequences == want[i].second);
+    }
+    CHECK(planner.next().epoch == 1);
   }
 
   TEST_CASE("planner: overflow policies skip, truncate or refuse; nothing to train on is refused") {

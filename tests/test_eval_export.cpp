@@ -1,6 +1,7 @@
 // dflash-train eval on the golden case reports its eval_every_anchor figures; eval does not
-// depend on batching; export of a trained checkpoint reloads; job-level bad input is refused
-// with the file, key and fix.
+// depend on batching; export of a trained checkpoint reloads (f32 exactly, bf16 rounded to nearest
+// even); job-level bad input is refused with the file, key and fix.
+#include <cstring>
 #include <fstream>
 
 #include "runtime/fileio.h"
@@ -107,6 +108,30 @@ TEST_SUITE("export") {
     for (const std::string& n : params.names()) CHECK(exported.read_floats(n) == params.read_floats(n));
     // A new job warm-starts from it; a bf16 export works too.
     run_export(r.last_checkpoint, trainer_root() / "exported-bf16", "bf16");
+    {
+      // The bf16 export holds BF16 tensors, each value the checkpoint's f32 rounded to nearest even
+      // (done here on the bits), and says so in config.json.
+      const fs::path bf = trainer_root() / "exported-bf16";
+      CHECK(nlohmann::json::parse(read_file_text(bf / "config.json"))["torch_dtype"] == "bfloat16");
+      SafeTensors half(bf / "model.safetensors");
+      REQUIRE(half.names() == params.names());
+      for (const std::string& n : params.names()) {
+        INFO(n);
+        CHECK(half.info(n).dtype == "BF16");
+        const std::vector<float> f = params.read_floats(n), h = half.read_floats(n);
+        REQUIRE(h.size() == f.size());
+        size_t wrong = 0;
+        for (size_t i = 0; i < f.size(); ++i) {
+          uint32_t b;
+          std::memcpy(&b, &f[i], 4);
+          b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;  // round to nearest even (finite values)
+          float want;
+          std::memcpy(&want, &b, 4);
+          wrong += h[i] != want;
+        }
+        CHECK(wrong == 0);
+      }
+    }
     Config warm = small_job("export-warm", {"training.steps=2", "drafter.init=" + out.string()}, 2);
     CHECK(run_training(warm).steps_done == 2);
     CHECK_THROWS_WITH_AS(run_export(r.last_checkpoint, out, "f16"), doctest::Contains("use bf16 (the default) or f32"), Error);

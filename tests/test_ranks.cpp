@@ -2,8 +2,9 @@
 // ThreadCommunicator and a ThreadCoordinator: the CPU stand-in for one process per GPU (the
 // trainer cannot tell them apart; only the communicator and the coordinator differ). Checked
 // against a one-process run with worker threads: same metrics bit for bit, sharded == unsharded,
-// a stop on one rank stops all after the same step, resume (also on another world size), the
-// sharded checkpoint layout read by export and eval, and the ranks' agreement checks.
+// a stop on one rank stops all after the same step, resume (also on another world size, and a
+// plain checkpoint into a sharded run), the sharded checkpoint layout read by export and eval, and
+// the ranks' agreement checks.
 #include <unistd.h>
 
 #include <thread>
@@ -201,6 +202,29 @@ TEST_SUITE("ranks") {
       CHECK(a[i]["lr"] == b[i]["lr"]);
     }
     MESSAGE("2 ranks -> 1 rank with grad_accum doubled: largest relative loss difference " << worst);
+  }
+
+  TEST_CASE("a plain checkpoint resumes into a sharded run (2 workers): the run continues bit for bit") {
+    // Each worker takes its slice of the plain checkpoint's Adam m and v (and its step); sharded ==
+    // unsharded bit for bit (above), so the resumed run must log the uninterrupted plain run's steps.
+    const std::vector<std::string> keys = {"training.steps=8", "runtime.cpu_workers=2"};
+    Config straight = small_job("resplit-straight", keys, 8);
+    run_training(straight);
+    Config split = small_job("resplit-split", keys, 8);
+    TrainHooks stop_at_4;
+    stop_at_4.after_step = [](int64_t step) {
+      if (step == 4) request_training_stop();
+    };
+    TrainResult first = run_training(split, stop_at_4);
+    REQUIRE(first.steps_done == 4);
+    REQUIRE_FALSE(is_sharded_checkpoint(checkpoint_dir(split.job.dump_folder, 4)));
+    std::vector<std::string> sharded_keys = keys;
+    sharded_keys.push_back("runtime.shard_optimizer=true");
+    TrainResult second = run_training(small_job("resplit-split", sharded_keys, 8));
+    CHECK(second.start_step == 4);
+    CHECK(second.steps_done == 8);
+    CHECK(is_sharded_checkpoint(second.last_checkpoint));
+    check_same_records(straight.job.dump_folder, split.job.dump_folder, 8);
   }
 
   TEST_CASE("eval and export read the sharded layout; it resumes into an unsharded run") {

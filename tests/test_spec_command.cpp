@@ -1,7 +1,8 @@
 // dflash-train spec on the golden case (tests/golden/dflash-spec): the printed figures (tau, micro
-// tau, SGLang's accept length, the histogram; the last line JSON), prompts from the eval data,
-// stop ids from the target's eos_token_id or the config, the export's block size, a wrong rollback
-// caught by the lossless check, and every bad input refused with one clear message.
+// tau, SGLang's accept length, the histogram; the last line JSON), the timing figures from hand-made
+// per-prompt results, prompts from the eval data, stop ids from the target's eos_token_id or the
+// config, the export's block size, a wrong rollback caught by the lossless check, and every bad
+// input refused with one clear message.
 #include <fstream>
 
 #include "tests/spec_test_util.h"
@@ -84,6 +85,33 @@ fs::path drafter_copy(const TempDir& tmp, const std::function<void(json&)>& edit
 }  // namespace
 
 TEST_SUITE("spec") {
+  TEST_CASE("summarize_spec: tokens/s, speedup and lossless from the per-prompt TPOTs, computed by hand") {
+    // Two prompts, timed: TPOT with the drafter 1.0/10 and 0.2/4 s (mean 0.075), alone 2.0/10 and
+    // 0.8/4 s (mean 0.2); the second prompt differs within the tolerance.
+    SpecPromptResult a, b;
+    a.new_tokens = 10, a.accepted = {3, 3, 4}, a.spec_s = 1.0, a.target_s = 2.0;
+    b.new_tokens = 4, b.accepted = {4}, b.spec_s = 0.2, b.target_s = 0.8, b.first_difference = 7;
+    SpecFigures f = summarize_spec({a, b}, 4);
+    CHECK(f.timed);
+    CHECK(f.tokens_per_s == doctest::Approx(1 / 0.075).epsilon(1e-12));
+    CHECK(f.tokens_per_s_target == doctest::Approx(5.0).epsilon(1e-12));
+    CHECK(f.speedup == doctest::Approx(0.2 / 0.075).epsilon(1e-12));
+    CHECK(f.tolerated == 1);
+    CHECK(f.tau == doctest::Approx((10.0 / 3 + 4.0) / 2).epsilon(1e-12));
+    CHECK(f.tau_micro == doctest::Approx(14.0 / 4).epsilon(1e-12));
+    CHECK(f.accept_length == doctest::Approx((10.0 / 3 + 4.0) / 2).epsilon(1e-12));
+    CHECK(f.histogram == std::vector<int64_t>{0, 0, 2, 2});
+    const nlohmann::json j = f.to_json();
+    CHECK(j.at("speedup").get<double>() == doctest::Approx(0.2 / 0.075).epsilon(1e-12));
+    CHECK(j.at("lossless") == false);
+    CHECK(j.at("tolerated_differences") == 1);
+    // Without the baseline on one prompt: no timing figures at all.
+    b.target_s.reset();
+    SpecFigures untimed = summarize_spec({a, b}, 4);
+    CHECK_FALSE(untimed.timed);
+    CHECK_FALSE(untimed.to_json().contains("speedup"));
+  }
+
   TEST_CASE("dflash-train spec reproduces the golden figures and prints them, the last line JSON") {
     TempDir tmp("spec-cmd");
     SpecRun r = capture_spec(spec_config(tmp), golden_options());

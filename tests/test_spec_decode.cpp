@@ -1,6 +1,10 @@
 // Greedy speculative decoding on the CPU against the float64 golden case (tests/golden/dflash-spec):
 // every prompt's output, every round's drafts and acceptance lengths, the first round's drafter
-// logits, the stop-token example; the target-alone baseline; recorded programs against eager.
+// logits, the stop-token example; the target-alone baseline (which stops at a stop id too); the
+// lossless check's reported position, margin and logit; the prompt-length bounds; recorded programs
+// against eager.
+#include <sstream>
+
 #include "runtime/decode_ops.h"
 #include "runtime/safetensors.h"
 #include "tests/spec_test_util.h"
@@ -68,12 +72,68 @@ TEST_SUITE("spec") {
     REQUIRE(spec.rounds.size() == 1);
     CHECK(spec.rounds[0].draft == std::vector<int32_t>{3, 3, 3});
     CHECK(spec.rounds[0].accepted == 1);
-    CHECK(m.decoder->decode(prompt, g.max_new, {284}, false).output == want);
+    // The target alone stops there too: the prefill commits 3, one step pass gives 284, and no pass
+    // runs after it (a baseline that ran on to max_new would overstate the speedup).
+    Decoded alone = m.decoder->decode(prompt, g.max_new, {284}, false);
+    CHECK(alone.output == want);
+    CHECK(alone.passes == 1);
+    CHECK(alone.margins.size() == 2);
+    CHECK(spec.passes == 1);
     // A stop token that is the prefill's own token still gets one round, whose output is cut.
     Decoded at_prefill = m.decoder->decode(prompt, g.max_new, {3}, true);
     CHECK(at_prefill.rounds.size() == 1);
     CHECK(at_prefill.output == std::vector<int32_t>{51, 109, 295, 121, 3});
     CHECK(m.decoder->decode(prompt, g.max_new, {3}, false).output == at_prefill.output);
+  }
+
+  TEST_CASE("the lossless check names the first differing position and the target's margin and logit there") {
+    // A cache rolled back one position too far (the test hook) makes the outputs differ; the check
+    // must report the first position where they differ, counted here, and the target-alone run's
+    // margin and chosen logit at that new token (index = position - prompt length).
+    CpuRuntime rt;
+    GoldenSpec g = read_golden_spec();
+    SpecDecoderOptions o = golden_options(true, 64);
+    o.rollback_bias = 1;
+    GoldenSpecModels m(Device::cpu(), o);
+    int checked = 0;
+    for (size_t c = 0; c < g.cases.size(); ++c) {
+      CAPTURE(c);
+      const std::vector<int32_t>& prompt = g.cases[c].prompt;
+      const Decoded spec = m.decoder->decode(prompt, g.max_new, {}, true);
+      const Decoded alone = m.decoder->decode(prompt, g.max_new, {}, false);
+      REQUIRE(alone.output == g.cases[c].output);  // the target alone has no rollback
+      size_t i = 0;
+      while (i < spec.output.size() && i < alone.output.size() && spec.output[i] == alone.output[i]) ++i;
+      if (i == spec.output.size() && i == alone.output.size()) continue;
+      REQUIRE(i >= prompt.size());
+      REQUIRE(i < alone.output.size());
+      const size_t k = i - prompt.size();
+      ++checked;
+      try {
+        SpecPromptResult r = measure_spec_prompt(*m.decoder, {prompt, "case"}, g.max_new, {}, true, false);
+        CHECK(r.first_difference == int64_t(i));
+        CHECK(r.margin == alone.margins[k]);
+        CHECK(r.logit == alone.logits[k]);
+      } catch (const Error& e) {
+        const std::string text = e.what();
+        INFO(text);
+        CHECK(text.find("at position " + std::to_string(i) + " (new token " + std::to_string(k) + ")") != std::string::npos);
+        std::ostringstream margin;
+        margin << "top-2 logit margin there is " << alone.margins[k] << ",";
+        CHECK(text.find(margin.str()) != std::string::npos);
+      }
+    }
+    CHECK(checked > 0);
+  }
+
+  TEST_CASE("check_decode_prompt: prompt + max_new may reach max_position_embeddings and the capacity exactly") {
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+    CHECK_NOTHROW(check_decode_prompt(prompt, 3, 10, 100, 8, "d"));  // 5 + 3 = 8 positions: 0..7
+    CHECK_THROWS_WITH_AS(check_decode_prompt(prompt, 4, 10, 100, 8, "d"),
+                         doctest::Contains("= 9 positions, beyond the target's max_position_embeddings 8"), Error);
+    CHECK_NOTHROW(check_decode_prompt(prompt, 3, 10, 8, 0, "d"));  // exactly the recorded capacity
+    CHECK_THROWS_WITH_AS(check_decode_prompt(prompt, 4, 10, 8, 0, "d"),
+                         doctest::Contains("= 9 positions, beyond the 8 the decoder's KV caches were recorded for"), Error);
   }
 
   TEST_CASE("eager passes give the recorded programs' tokens and logits bit for bit") {
