@@ -247,6 +247,38 @@ mutant "a step-05 folder counts as checkpoint step 5" "-tc=*only?canonical?step-
   "(digits.size() > 1 && digits[0] == '0')) return std::nullopt;" \
   'false) return std::nullopt;'
 
+# --- Audit 2026-12-01 (2): shards, anchors, eval ---
+mutant "hidden rows: a sequence as long as the largest bucket dropped under skip" "-tc=*hidden?shards:?f32*" \
+  'rows[i] = lengths[i] <= max_seq ? lengths[i]' \
+  'rows[i] = lengths[i] < max_seq ? lengths[i]'
+mutant "hidden under skip: a too-long sequence stored before the waiting group" "-tc=*hidden?under?data.overflow*" \
+  'if (rows[size_t(i)] == 0) {  // skipped by the overflow policy: stored empty' \
+  'if (rows[size_t(i)] == 0) { writer->append(nullptr, 0); continue; } if (false) {'
+mutant "training anchors of a truncated sequence drawn from S - 1 tokens" "-tc=*fill_batch:?layout*" \
+  'anchors.push_back(s.length() > bucket.seq ? sample_anchors(truncate_sequence(s, bucket.seq), bucket.anchors, block_size, rng)' \
+  'anchors.push_back(s.length() > bucket.seq ? sample_anchors(truncate_sequence(s, bucket.seq - 1), bucket.anchors, block_size, rng)'
+mutant "eval anchors taken from the untruncated sequence" "-tc=*eval?under?data.overflow*" \
+  '    Sequence s = truncate_sequence(data.get(i), len);' \
+  '    Sequence s = data.get(i);'
+mutant "eval: a too-long sequence skipped but not counted" "-tc=*eval?under?data.overflow*" \
+  '        ++r.skipped;' \
+  '        (void)0;'
+mutant "eval: sequences counted once per anchor pass" "-tc=*eval?under?data.overflow*" \
+  '    ++r.sequences;' \
+  '    r.sequences += int64_t(passes.size());'
+mutant "safetensors BOOL loaded as u8 keeps bytes other than 0 and 1" "-tc=*conversions?from?F16*" \
+  'for (uint8_t& x : b) x = x != 0;' \
+  'for (uint8_t& x : b) (void)x;'
+mutant "safetensors BOOL read as ints keeps bytes other than 0 and 1" "-tc=*conversions?from?F16*" \
+  'out[i] = p[i] != 0;' \
+  'out[i] = p[i];'
+mutant "token shards: a loss_mask byte other than 0 or 1 read as is" "-tc=*token?shards:?every?damaged*" \
+  'bad |= uint32_t(seq.input_ids[j]) >= uint64_t(vocab_size_) || seq.loss_mask[j] > 1;' \
+  'bad |= uint32_t(seq.input_ids[j]) >= uint64_t(vocab_size_);'
+mutant "eval progress: a bucket's last partial micro-batch left out of the total" "-tc=*eval?s?progress*" \
+  'for (size_t b = 0; b < buckets.size(); ++b) total += (int64_t(rows[b].size()) + buckets[b].batch - 1) / buckets[b].batch;' \
+  'for (size_t b = 0; b < buckets.size(); ++b) total += int64_t(rows[b].size()) / buckets[b].batch;'
+
 # --- Machinery ---
 fail() {
   echo "mutants: $*" >&2

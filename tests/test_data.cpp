@@ -1,5 +1,6 @@
 // Data files: JSONL reading (every message), token and hidden shards (byte layout, round trips,
-// every validation message on crafted files). Planner and anchors: tests/test_data_batches.cpp.
+// every validation message on crafted files, damaged ids and loss_mask bytes). Planner and
+// anchors: tests/test_data_batches.cpp.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -237,6 +238,12 @@ TEST_SUITE("data") {
     TokenDataset damaged(d, 10);
     CHECK(same(damaged.get(1), seq({9}, {1})));
     CHECK_ERROR(damaged.get(0), "tokens-00000.bin: sequence 0 is damaged (re-run `dflash-train prepare`): input_ids[1] = 500");
+    // A loss_mask byte other than 0 or 1 (sequence 1's only token: byte 64 + 3*8 + 4*4 + 3).
+    fresh();
+    patch(shard, 64 + 24 + 16 + 3, std::string(1, '\2'));
+    TokenDataset bad_mask(d, 10);
+    CHECK(same(bad_mask.get(0), seq({3, 4, 5}, {0, 1, 1})));
+    CHECK_ERROR(bad_mask.get(1), "tokens-00000.bin: sequence 1 is damaged (re-run `dflash-train prepare`): loss_mask[0] = 2");
   }
 
   TEST_CASE("hidden shards: f32 and bf16 round trips over several shards, byte layout, partial reads, batches") {
@@ -301,6 +308,9 @@ TEST_SUITE("data") {
     CHECK(json::parse(read_raw(dir / "one" / "index.json"))["dtype"] == "bf16");
     CHECK(hidden_rows_for({10, 40, 100}, {{32, 1, 1}, {64, 1, 1}}, OverflowPolicy::truncate) == std::vector<int64_t>{10, 40, 64});
     CHECK(hidden_rows_for({10, 40, 100}, {{32, 1, 1}, {64, 1, 1}}, OverflowPolicy::skip) == std::vector<int64_t>{10, 40, 0});
+    // A sequence exactly as long as the largest bucket fits it: stored whole under every policy.
+    CHECK(hidden_rows_for({64, 65, 1}, {{64, 1, 1}, {32, 1, 1}}, OverflowPolicy::skip) == std::vector<int64_t>{64, 0, 1});
+    CHECK(hidden_rows_for({64, 65, 1}, {{64, 1, 1}, {32, 1, 1}}, OverflowPolicy::truncate) == std::vector<int64_t>{64, 64, 1});
   }
 
   TEST_CASE("hidden shards: mismatched dims, dtype, counts, damaged headers and NaN/Inf are refused") {

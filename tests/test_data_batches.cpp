@@ -316,5 +316,11 @@ TEST_SUITE("data") {
     CHECK(fill_batch(longer, big, 16, rng, BatchArrays{ids2, mask2, anchors2, keep2}) == 64);
     for (int j = 0; j < 8; ++j) CHECK(anchors2[size_t(j)] <= 64 - 16);
     CHECK(sample_anchors(truncate_sequence(longer[0], 64), 8, 16, again).anchors.size() == 8);
+    // The truncated sequence keeps its last valid anchor, S - bs = 48: here the only one.
+    std::vector<Sequence> late = {seq(std::vector<int32_t>(100, 5), std::vector<uint8_t>(100, 0))};
+    for (size_t p = 48; p < 100; ++p) late[0].loss_mask[p] = 1;
+    CHECK(fill_batch(late, big, 16, rng, BatchArrays{ids2, mask2, anchors2, keep2}) == 64);
+    CHECK(std::vector<int32_t>(anchors2.begin(), anchors2.begin() + 8) == std::vector<int32_t>{48, 0, 0, 0, 0, 0, 0, 0});
+    CHECK(std::vector<int32_t>(keep2.begin(), keep2.begin() + 8) == std::vector<int32_t>{1, 0, 0, 0, 0, 0, 0, 0});
   }
 }

@@ -1,11 +1,14 @@
 // Data keys and their exact effects: data.synthetic.temperature (0 and near 0: every generated
 // token is the target's argmax; very large: nearly uniform), `dflash-train prepare` (the binary)
-// writing to data.shards, shards giving exactly the JSONL's batches, and data.hidden being where
-// `hidden` writes and offline training reads.
+// writing to data.shards, shards giving exactly the JSONL's batches, data.hidden being where
+// `hidden` writes and offline training reads, and `hidden` under data.overflow = "skip" storing a
+// too-long sequence empty in its place (every other one's rows and features as without it).
 #include <cstdlib>
 
+#include "data/shards.h"
 #include "model/target.h"
 #include "runtime/fileio.h"
+#include "tests/data_test_util.h"
 #include "tests/trainer_fixture.h"
 #include "train/commands.h"
 #include "train/job.h"
@@ -112,6 +115,37 @@ TEST_SUITE("config-effects") {
     REQUIRE(b.after);
     CHECK(a.after->loss == b.after->loss);
     CHECK(a.after->tau == b.after->tau);
+  }
+
+  TEST_CASE("hidden under data.overflow = skip: a too-long sequence is stored empty in its place, in data order") {
+    // Lengths 12 (bucket 16), 20 (bucket 32), 40 (over the largest bucket, 32: skipped), 14, 25; the
+    // skipped one arrives while sequence 1's group is still waiting for its batch.
+    std::vector<Sequence> all = random_sequences(5, 17, 63, 10, 10);
+    const std::vector<int64_t> lengths = {12, 20, 40, 14, 25};
+    for (size_t i = 0; i < all.size(); ++i) {
+      all[i].input_ids.resize(size_t(lengths[i]), 5);
+      all[i].loss_mask.assign(size_t(lengths[i]), 1);
+    }
+    std::vector<Sequence> kept = {all[0], all[1], all[3], all[4]};
+    write_jsonl(trainer_root() / "skip-all.jsonl", all);
+    write_jsonl(trainer_root() / "skip-kept.jsonl", kept);
+    auto hidden = [&](const std::string& name, const std::string& data) {
+      Config c = small_job(name, {"data.train=\"" + (trainer_root() / data).string() + "\"", "data.eval=\"\"",
+                                  "data.overflow=\"skip\""});
+      run_hidden(c);
+      return c.job.dump_folder / "hidden";
+    };
+    const fs::path a = hidden("hidden-skip-all", "skip-all.jsonl"), b = hidden("hidden-skip-kept", "skip-kept.jsonl");
+    const int64_t width = nlohmann::json::parse(read_file_text(a / "index.json")).at("feature_width").get<int64_t>();
+    // The rows expected from the lengths by hand: each length (at most 32), 0 for the skipped one.
+    HiddenDataset with(a, width, HiddenDType::f32, {12, 20, 0, 14, 25});
+    HiddenDataset without(b, width, HiddenDType::f32, {12, 20, 14, 25});
+    CHECK(with.rows(2) == 0);
+    const std::vector<std::pair<int64_t, int64_t>> same = {{0, 0}, {1, 1}, {3, 2}, {4, 3}};
+    for (const auto& [i, j] : same) {
+      CAPTURE(i);
+      CHECK(with.get(i) == without.get(j));
+    }
   }
 
   TEST_CASE("data.hidden: `hidden` writes the shards there and offline training reads them from there") {

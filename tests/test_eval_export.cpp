@@ -1,6 +1,8 @@
 // dflash-train eval on the golden case reports its eval_every_anchor figures; eval does not
-// depend on batching; export of a trained checkpoint reloads (f32 exactly, bf16 rounded to nearest
-// even); job-level bad input is refused with the file, key and fix.
+// depend on batching; longer eval sequences are truncated (the golden figures) or skipped and
+// counted under data.overflow; its progress counts exactly its micro-batches; export of a trained
+// checkpoint reloads (f32 exactly, bf16 rounded to nearest even); job-level bad input is refused
+// with the file, key and fix.
 #include <cstring>
 #include <fstream>
 
@@ -9,7 +11,9 @@
 #include "tests/trainer_fixture.h"
 #include "train/commands.h"
 #include "train/export.h"
+#include "train/eval.h"
 #include "train/job.h"
+#include "train/replica.h"
 #include "train/trainer.h"
 
 using namespace dflash;
@@ -83,6 +87,66 @@ TEST_SUITE("eval") {
     CHECK(b.tau == a.tau);
     CHECK(b.blocks == a.blocks);
     CHECK(b.tokens == a.tokens);
+  }
+
+  TEST_CASE("eval under data.overflow: longer sequences are truncated to the largest bucket, or skipped and counted") {
+    const fs::path dir = golden_eval_setup();
+    // The golden sequences (40 tokens, the bucket's seq) with 9 more tokens each, all trained on.
+    std::ifstream in(dir / "eval.jsonl");
+    std::string line, golden, longer;
+    while (std::getline(in, line)) {
+      golden += line + "\n";
+      nlohmann::json j = nlohmann::json::parse(line);
+      for (int k = 0; k < 9; ++k) {
+        j["input_ids"].push_back(7 + k);
+        j["loss_mask"].push_back(1);
+      }
+      longer += j.dump() + "\n";
+    }
+    write_file_atomic(dir / "eval-longer.jsonl", longer);
+    write_file_atomic(dir / "eval-mixed.jsonl", longer.substr(0, longer.find('\n') + 1) + golden);
+    // Truncated to 40 tokens they are the golden sequences: the golden figures (first case above).
+    Config cfg = golden_eval_config(8, 2);
+    cfg.data.eval = dir / "eval-longer.jsonl";
+    cfg.data.overflow = "truncate";
+    EvalResult t = run_eval(cfg, dir / "drafter");
+    CHECK(t.loss == doctest::Approx(5.40751505074031).epsilon(1e-5));
+    CHECK(t.tau == doctest::Approx(1.1147540983606556).epsilon(1e-6));
+    CHECK(t.blocks == 61);
+    CHECK(t.tokens == 177);
+    CHECK(t.sequences == 2);
+    CHECK(t.skipped == 0);
+    // Skipped: the longer copy of sequence 0 is left out and counted; the golden two remain.
+    cfg.data.eval = dir / "eval-mixed.jsonl";
+    cfg.data.overflow = "skip";
+    EvalResult k = run_eval(cfg, dir / "drafter");
+    CHECK(k.loss == doctest::Approx(5.40751505074031).epsilon(1e-5));
+    CHECK(k.blocks == 61);
+    CHECK(k.sequences == 2);
+    CHECK(k.skipped == 1);
+    CHECK(k.no_anchor == 0);
+  }
+
+  TEST_CASE("eval's progress reaches exactly its micro-batches: each bucket's anchor passes, B at a time") {
+    // The golden sequences have 31 and 30 valid anchors (bs 4): with N = 8, 4 + 4 passes, which a
+    // bucket of batch 3 runs in ceil(8 / 3) = 3 micro-batches.
+    Config cfg = golden_eval_config(8, 3);
+    Job job = setup_job(cfg, [](const std::string&) {});
+    ReplicaOptions o;
+    o.device = job.devices[0];
+    o.spec = job.drafter;
+    o.target_dir = cfg.target.path;
+    o.buckets = cfg.buckets;
+    o.online = true;
+    o.train = false;
+    o.eval = true;
+    Replica replica(o);
+    replica.build(worker_memory_bytes(job));
+    std::vector<std::pair<int64_t, int64_t>> calls;
+    EvalResult r = evaluate(replica, *open_eval_data(job, [](const std::string&) {}), OverflowPolicy::truncate,
+                            [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+    CHECK(calls == std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {2, 3}, {3, 3}});
+    CHECK(r.blocks == 61);
   }
 
   TEST_CASE("a drafter whose dims disagree with the config is refused, naming the key") {

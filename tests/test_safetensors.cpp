@@ -1,5 +1,6 @@
 // Safetensors reader/writer and the file helpers: byte-exact writer output, crafted bad files (every
-// validation message), conversions against hand-computed values, the golden files, atomic writes.
+// validation message), conversions against hand-computed values (BOOL bytes other than 0/1 read
+// as 1), the golden files, atomic writes.
 #include <unistd.h>
 
 #include <atomic>
@@ -138,12 +139,14 @@ TEST_SUITE("safetensors") {
     std::vector<double> dbl = {1.5, -1e-3, 1e30};
     std::vector<int64_t> i64 = {-3, 2147483647, 0};
     std::vector<uint8_t> bools = {0, 1, 1, 0};
+    std::vector<uint8_t> raw_bools = {0, 2, 255, 1};  // another writer's BOOL bytes: nonzero is true
     std::vector<float> f = {1.0f + 3.0f / 256, 1.0f + 1.0f / 256, -2.0f};
     fs::path p = dir / "conv.safetensors";
     write_safetensors(p, {{"h", "F16", {4}, half.data()},
                           {"d", "F64", {3}, dbl.data()},
                           {"l", "I64", {3}, i64.data()},
                           {"b", "BOOL", {2, 2}, bools.data()},
+                          {"rb", "BOOL", {4}, raw_bools.data()},
                           {"f", "F32", {3}, f.data()},
                           {"s", "F32", {}, f.data()}});
     SafeTensors st(p);
@@ -156,6 +159,9 @@ TEST_SUITE("safetensors") {
     CHECK(st.load("h", DType::f32).to_floats() == st.read_floats("h"));
     CHECK(st.load("l", DType::i32, Shape{3}).to_ints() == std::vector<int32_t>{-3, 2147483647, 0});
     CHECK(st.load("b", DType::u8).to_ints() == std::vector<int32_t>{0, 1, 1, 0});
+    CHECK(st.read_ints("rb") == std::vector<int32_t>{0, 1, 1, 1});
+    CHECK(st.load("rb", DType::u8).to_ints() == std::vector<int32_t>{0, 1, 1, 1});
+    CHECK(st.load("rb", DType::i32).to_ints() == std::vector<int32_t>{0, 1, 1, 1});
     // Nearest-even: 1 + 3/256 -> 1 + 4/256 (0x3f82); 1 + 1/256 is a tie -> 1.0 (0x3f80).
     std::vector<uint16_t> bits(3);
     st.load("f", DType::bf16).copy_to_host(bits.data(), 6);
