@@ -92,7 +92,7 @@ EOF
 }
 
 # Starts ranks 0..G-1 by hand (not torchrun, which would kill the survivors itself).
-start_by_hand() {  # DUMP PORT ARGS...; sets pids (by rank), pid0 and pidlast
+start_by_hand() {  # DUMP PORT ARGS...; sets pids (by rank) and pidlast
   local dump=$1 port=$2; shift 2
   pids=()
   for r in $(seq 0 "$last"); do
@@ -100,7 +100,7 @@ start_by_hand() {  # DUMP PORT ARGS...; sets pids (by rank), pid0 and pidlast
       ./build/dflash-train "${common[@]}" --job.dump_folder="$dump" "$@" >"$W/hand.$r.log" 2>&1 &
     pids+=($!)
   done
-  pid0=${pids[0]}; pidlast=${pids[$last]}
+  pidlast=${pids[$last]}
 }
 wait_all() {  # waits for every rank started by hand; 0 when all exited with status 0
   local rc=0 p
@@ -148,19 +148,23 @@ bench_on() {
       --no-python ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=30 "$@"
   fi
 }
-# The BENCH lines of a log: tokens/s, and the efficiency against the 1-GPU row of the same log.
-scale_summary() {
-  python3 - "$1" <<'EOF'
+# The BENCH lines of a step's dflash-bench multi rows, against the log's 1-GPU row: the throughput
+# ratio from median step times (as issue 8 reports it) and the efficiency from tokens/s over the
+# timed steps (issue 9); into the log and the summary.
+summarize() {  # STEP
+  python3 - "$out/gpu2-$1.log" <<'EOF' | tee -a "$out/gpu2-$1.log"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"multi"')]
 one = next((r for r in rows if r["gpus"] == 1), None)
 for r in rows:
+    ratio = r["gpus"] * one["step_ms"] / r["step_ms"] if one else float("nan")
     eff = r["tokens_per_s"] / (r["gpus"] * one["tokens_per_s"]) if one else float("nan")
     print(f"BENCH gpus={r['gpus']} processes={r['processes']} overlap={r['overlap']} shard={r['shard']} "
           f"step_ms={r['step_ms']:.2f} train_ms={r['train_ms']:.2f} update_ms={r['update_ms']:.2f} "
-          f"tokens_per_s={r['tokens_per_s']:.0f} efficiency_vs_1gpu={eff:.3f} "
+          f"throughput_vs_1gpu={ratio:.3f} tokens_per_s={r['tokens_per_s']:.0f} efficiency_vs_1gpu={eff:.3f} "
           f"persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
 EOF
+  while read -r line; do note "$1" INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-$1.log")
 }
 wait_for_step() {  # LOG STEP: until rank 0 logged that step (60 s at most)
   for _ in $(seq 600); do grep -q "^step *$2/" "$1" 2>/dev/null && return 0; sleep 0.1; done
@@ -267,17 +271,7 @@ for cur in "${steps[@]}"; do
         timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 $args 2>&1 \
           | tee -a "$out/gpu2-bench.log" | grep -v '^{'
       done
-      python3 - "$out/gpu2-bench.log" <<'EOF' | tee -a "$out/gpu2-bench.log"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"bench":"multi"')]
-one = next((r for r in rows if r["gpus"] == 1), None)
-for r in rows:
-    ratio = 2 * one["step_ms"] / r["step_ms"] if one and r["gpus"] == 2 else 1.0
-    print(f"BENCH gpus={r['gpus']} overlap={r['overlap']} shard={r['shard']} step_ms={r['step_ms']:.2f} "
-          f"train_ms={r.get('train_ms', 0):.2f} update_ms={r.get('update_ms', 0):.2f} "
-          f"throughput_vs_1gpu={ratio:.3f} persistent_GiB_per_gpu={r['persistent_bytes_per_gpu']/2**30:.2f}")
-EOF
-      while read -r line; do note bench INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-bench.log") ;;
+      summarize bench ;;
     scale)
       # Issue 9 item 1: 1, 2, 4, ... G GPUs at the same per-GPU batch, without and with overlap.
       [ ${#TORCHRUN[@]} -eq 0 ] && { note scale FAIL "torchrun not found"; continue; }
@@ -289,8 +283,7 @@ EOF
         done
         g=$((g * 2))
       done
-      scale_summary "$out/gpu2-scale.log" | tee -a "$out/gpu2-scale.log"
-      while read -r line; do note scale INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-scale.log") ;;
+      summarize scale ;;
     scale-more)
       # Issue 9 items 2 and 3: sharded (persistent memory per GPU) and sockets only, on G GPUs.
       [ ${#TORCHRUN[@]} -eq 0 ] && { note scale-more FAIL "torchrun not found"; continue; }
@@ -301,8 +294,7 @@ EOF
       log "sockets only (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1), the stand-in for $G nodes:"
       NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 bench_on "$G" --overlap 2>&1 \
         | tee -a "$out/gpu2-scale-more.log" | grep -v '^{'
-      scale_summary "$out/gpu2-scale-more.log" | tee -a "$out/gpu2-scale-more.log"
-      while read -r line; do note scale-more INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-scale-more.log") ;;
+      summarize scale-more ;;
     tests)
       timeout 240 ./build/dflash-tests --test-suite='gpu2*' >>"$out/gpu2-tests.log" 2>&1 \
         && note tests PASS "$(tail -n 2 "$out/gpu2-tests.log" | head -n 1)" \

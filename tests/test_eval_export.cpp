@@ -132,15 +132,7 @@ TEST_SUITE("eval") {
     // bucket of batch 3 runs in ceil(8 / 3) = 3 micro-batches.
     Config cfg = golden_eval_config(8, 3);
     Job job = setup_job(cfg, [](const std::string&) {});
-    ReplicaOptions o;
-    o.device = job.devices[0];
-    o.spec = job.drafter;
-    o.target_dir = cfg.target.path;
-    o.buckets = cfg.buckets;
-    o.online = true;
-    o.train = false;
-    o.eval = true;
-    Replica replica(o);
+    Replica replica(replica_options(job, /*eval=*/true, /*features=*/false));
     replica.build(worker_memory_bytes(job));
     std::vector<std::pair<int64_t, int64_t>> calls;
     EvalResult r = evaluate(replica, *open_eval_data(job, [](const std::string&) {}), OverflowPolicy::truncate,

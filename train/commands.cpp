@@ -20,21 +20,6 @@ void say(const std::string& s) {
   std::fflush(stdout);
 }
 
-ReplicaOptions replica_options(const Job& job, bool eval, bool features) {
-  ReplicaOptions o;
-  o.device = job.devices[0];
-  o.spec = job.drafter;
-  o.target_dir = job.cfg.target.path;
-  o.buckets = job.cfg.buckets;
-  o.online = true;
-  o.train = false;
-  o.eval = eval;
-  o.features = features;
-  o.graphs = job.cfg.runtime.graphs;
-  o.chunk_rows = job.cfg.training.chunk_rows;
-  return o;
-}
-
 size_t available(const Job& job) { return worker_memory_bytes(job); }
 
 // This rank's share of `dflash-train hidden`.
@@ -111,6 +96,21 @@ void hidden_features(const Config& cfg, const ClusterSpec& cluster, Coordinator&
       "; train from them with data.mode = \"offline\"");
 }
 }  // namespace
+
+ReplicaOptions replica_options(const Job& job, bool eval, bool features) {
+  ReplicaOptions o;
+  o.device = job.devices[0];
+  o.spec = job.drafter;
+  o.target_dir = job.cfg.target.path;
+  o.buckets = job.cfg.buckets;
+  o.online = true;
+  o.train = false;
+  o.eval = eval;
+  o.features = features;
+  o.graphs = job.cfg.runtime.graphs;
+  o.chunk_rows = job.cfg.training.chunk_rows;
+  return o;
+}
 
 void run_prepare(const Config& cfg) {
   Job job = setup_job(cfg, say);

@@ -11,6 +11,12 @@ namespace dflash {
 
 void run_prepare(const Config& cfg);
 struct ClusterSpec;
+struct Job;
+struct ReplicaOptions;
+
+// The replica the subcommands run on the job's first device: no training; the eval programs
+// (`eval`) or the target's feature programs (`features`, for `hidden`).
+ReplicaOptions replica_options(const Job& job, bool eval, bool features);
 
 // Under torchrun or srun (or with `cluster`: ranks as threads, in tests) every rank computes the
 // features of its contiguous share of the data; rank 0 writes the one index over all shards.
