@@ -254,27 +254,51 @@ Tensor Target::positions(int64_t B, int64_t S) const {
 }
 
 // HF's Qwen3/Llama decoder layer: pre-norm attention (per-head q/k norm for Qwen3, rope, causal
-// GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual.
-Tensor Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& pos) const {
+// GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual. x is
+// rmsnorm(h, p.input_norm). Each residual add runs fused with the RMSNorm after it (the next
+// layer's input norm, or the final norm, when `next_norm` is given) and the q/k norms with rope:
+// the same values as the unfused ops, each activation read once less.
+Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
+                                       const Tensor* next_norm) const {
   const TargetSpec& s = spec_;
   const int64_t B = h.dim(0), S = h.dim(1), nh = s.num_attention_heads, nkv = s.num_key_value_heads;
   const int64_t hd = s.head_dim;
   const float eps = float(s.rms_norm_eps);
-  Tensor x = ops::rmsnorm(h, p.input_norm, eps);                 // (B, S, H)
-  Tensor q = ops::linear(x, p.q).reshape({B, S, nh, hd});        // (B, S, nh, hd)
-  Tensor k = ops::linear(x, p.k).reshape({B, S, nkv, hd});       // (B, S, nkv, hd)
-  Tensor v = ops::linear(x, p.v).reshape({B, S, nkv, hd});       // (B, S, nkv, hd)
+  Tensor q = ops::linear(x, p.q).reshape({B, S, nh, hd});   // (B, S, nh, hd)
+  Tensor k = ops::linear(x, p.k).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
+  Tensor v = ops::linear(x, p.v).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
   if (s.has_qk_norm()) {
-    q = ops::rmsnorm(q, p.q_norm, eps);
-    k = ops::rmsnorm(k, p.k_norm, eps);
+    ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, inv_freq_, eps);
+    q = qk.q;
+    k = qk.k;
+  } else {
+    q = ops::rope(q, pos, inv_freq_);
+    k = ops::rope(k, pos, inv_freq_);
   }
-  q = ops::rope(q, pos, inv_freq_);
-  k = ops::rope(k, pos, inv_freq_);
   const float scale = float(1.0 / std::sqrt(double(hd)));
   Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)
-  Tensor r = ops::add(h, ops::linear(a, p.o));                                // (B, S, H)
-  x = ops::rmsnorm(r, p.post_norm, eps);
-  return ops::add(r, ops::linear(ops::swiglu(ops::linear(x, p.gate), ops::linear(x, p.up)), p.down));
+  ops::AddRmsnorm r = ops::add_rmsnorm(h, ops::linear(a, p.o), p.post_norm, eps);  // (B, S, H) each
+  Tensor mlp = ops::linear(ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up)), p.down);
+  if (!next_norm) return {ops::add(r.sum, mlp), Tensor()};
+  ops::AddRmsnorm out = ops::add_rmsnorm(r.sum, mlp, *next_norm, eps);
+  return {out.sum, out.normed};
+}
+
+// Layers 0..last from the embedded ids; `each` sees every layer's output. Returns the last
+// layer's output normed by `final_norm` when given (else undefined).
+Tensor Target::run_layers(const Tensor& ids, int64_t last, const Tensor* final_norm,
+                          const std::function<void(int64_t, const Tensor&)>& each) const {
+  const Tensor pos = positions(ids.dim(0), ids.dim(1));
+  Tensor h = ops::embedding(embed_, ids);  // (B, S, H)
+  Tensor x = ops::rmsnorm(h, layers_[0].input_norm, float(spec_.rms_norm_eps));
+  for (int64_t l = 0; l <= last; ++l) {
+    const Tensor* next = l < last ? &layers_[size_t(l + 1)].input_norm : final_norm;
+    LayerOut o = decoder_layer(layers_[size_t(l)], h, x, pos, next);
+    h = o.h;
+    x = o.x_next;
+    each(l, h);
+  }
+  return x;
 }
 
 Tensor Target::features(const Tensor& ids) const {
@@ -284,13 +308,10 @@ Tensor Target::features(const Tensor& ids) const {
   NoGrad no_grad;
   const int64_t last = *std::max_element(layer_ids_.begin(), layer_ids_.end());
   const std::set<int64_t> wanted(layer_ids_.begin(), layer_ids_.end());
-  const Tensor pos = positions(ids.dim(0), ids.dim(1));
   std::vector<Tensor> kept(size_t(last + 1));  // only the wanted layers' outputs stay alive
-  Tensor h = ops::embedding(embed_, ids);      // (B, S, H)
-  for (int64_t l = 0; l <= last; ++l) {
-    h = decoder_layer(layers_[size_t(l)], h, pos);
+  run_layers(ids, last, nullptr, [&](int64_t l, const Tensor& h) {
     if (wanted.count(l)) kept[size_t(l)] = h;
-  }
+  });
   Tensor f = kept[size_t(layer_ids_[0])];  // (B, S, F*H) once all are joined
   for (size_t i = 1; i < layer_ids_.size(); ++i) f = ops::concat(f, kept[size_t(layer_ids_[i])], 2);
   return f;
@@ -303,20 +324,16 @@ std::vector<Tensor> Target::layer_outputs(const Tensor& ids, int64_t layers) con
   DF_CHECK(layers >= 1 && layers <= L,
            "Target::layer_outputs: layers = " << layers << " but the target has " << L << " decoder layers");
   NoGrad no_grad;
-  const Tensor pos = positions(ids.dim(0), ids.dim(1));
   std::vector<Tensor> out;
-  Tensor h = ops::embedding(embed_, ids);
-  for (int64_t l = 0; l < layers; ++l) out.push_back(h = decoder_layer(layers_[size_t(l)], h, pos));
+  run_layers(ids, layers - 1, nullptr, [&](int64_t, const Tensor& h) { out.push_back(h); });
   return out;
 }
 
 Tensor Target::logits(const Tensor& ids) const {
   check_ids("logits", ids);
   NoGrad no_grad;
-  const Tensor pos = positions(ids.dim(0), ids.dim(1));
-  Tensor h = ops::embedding(embed_, ids);
-  for (const Layer& p : layers_) h = decoder_layer(p, h, pos);
-  return ops::linear(ops::rmsnorm(h, final_norm_, float(spec_.rms_norm_eps)), lm_head_);  // (B, S, V)
+  const Tensor normed = run_layers(ids, spec_.num_hidden_layers - 1, &final_norm_, [](int64_t, const Tensor&) {});
+  return ops::linear(normed, lm_head_);  // (B, S, V)
 }
 
 void write_random_target(const fs::path& dir_in, const SyntheticTargetConfig& c) {

@@ -60,7 +60,13 @@ class Target {
   void build(const std::string& what, const Loader& load);  // every weight, then positions and rope
   void check_ids(const char* what, const Tensor& ids) const;
   Tensor positions(int64_t B, int64_t S) const;  // i32 [B, S], row b = 0..S-1
-  Tensor decoder_layer(const Layer& p, const Tensor& h, const Tensor& pos) const;
+  struct LayerOut {
+    Tensor h, x_next;  // the layer's output; it normed by the next_norm given (else undefined)
+  };
+  LayerOut decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
+                         const Tensor* next_norm) const;
+  Tensor run_layers(const Tensor& ids, int64_t last, const Tensor* final_norm,
+                    const std::function<void(int64_t, const Tensor&)>& each) const;
 
   TargetSpec spec_;
   std::vector<int64_t> layer_ids_;

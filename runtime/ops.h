@@ -40,6 +40,20 @@ Tensor rmsnorm(const Tensor& x, const Tensor& weight, float eps);
 // Rotate-half RoPE. x [..., heads, hd] with positions i32 holding one position per row of
 // heads (numel(positions) = numel(x) / (heads*hd)); inv_freq f32 [hd/2].
 Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq);
+// Forward-only fusions for frozen models (no backward: refused when an input requires grad;
+// use the unfused ops where gradients flow). add_rmsnorm: sum = a + b and normed = rmsnorm(sum,
+// weight, eps), the values of add then rmsnorm. rmsnorm_rope: per-head rmsnorm of q [..., hq, hd]
+// and k [..., hk, hd] (weights [hd]) then rope at one position per row of heads, the values of
+// rmsnorm then rope for each. runtime/ops/fused_norms.cpp.
+struct AddRmsnorm {
+  Tensor sum, normed;
+};
+AddRmsnorm add_rmsnorm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps);
+struct RopedQK {
+  Tensor q, k;
+};
+RopedQK rmsnorm_rope(const Tensor& q, const Tensor& k, const Tensor& q_weight, const Tensor& k_weight,
+                     const Tensor& positions, const Tensor& inv_freq, float eps);
 // silu(gate) * up, same shapes.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // Concatenation along dim (a and b agree on every other dim).

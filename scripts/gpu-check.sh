@@ -3,6 +3,7 @@
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
+# sanitize-fused (the target's fused norm kernels under the four tools),
 # racecheck-dkdv (the dk/dv kernel in its three modes on two small cases of the version test; a
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
 # memcheck, racecheck, synccheck and initcheck, one step each),
@@ -13,7 +14,8 @@
 # round at contexts 1024 and 4096), ncu-attention (Nsight Compute's full set on the sm90 attention
 # kernels at 4096:512: the details page, then scripts/ncu-hotspots.py's stall reasons and hot SASS
 # lines, in the log), gemms (each GEMM shape of
-# that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), bench-small, bench-qwen3-8b, bench-long, bench-spec,
+# that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
+# --gemm-tuning), profile-1024 (qwen3-8b 1024:128 alone), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
 # 4096:512 under forced recompute choices and arena budgets), bench-4096
 # (4096:512 with the arena that keeps the peak within 22.7 GiB, then the default),
@@ -80,6 +82,10 @@ for s in "${steps[@]}"; do
             --test-case-exclude='a random target at Qwen3-8B dims*'
         fi
       done ;;
+    sanitize-fused)  # the target's fused norm kernels (kernels/cuda/fused_norms.cu) under all four tools
+      for tool in memcheck racecheck synccheck initcheck; do
+        step "sanitize-fused-$tool" san "$tool" 200 'gpu-ops' --test-case='fused add_rmsnorm and rmsnorm_rope*'
+      done ;;
     sanitize-spec-racecheck) step sanitize-spec-racecheck san racecheck 300 'gpu-spec' \
       --test-case='the decode ops on the GPU match*' ;;
     initcheck-graph) step initcheck-graph san initcheck 200 'gpu-misc' \
@@ -92,6 +98,10 @@ for s in "${steps[@]}"; do
       --seq=4096 --seq=16384 --steps=10 && ./build/dflash-bench profile --cuda --target --seq=4096" ;;
     online) step online timeout 300 ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 \
       --steps=20 ;;
+    online-7) step online-7 timeout 400 bash -c "./build/dflash-bench step --cuda --online --model=qwen3-8b \
+      --bucket=4096:512 --steps=20 --arena-gb=7 && ./build/dflash-bench step --cuda --online --model=qwen3-8b \
+      --bucket=4096:512 --steps=20 --arena-gb=7 --gemm-tuning" ;;
+    profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
     attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \
       && DFLASH_ATTENTION=v1 ./build/dflash-tests --test-suite='gpu-attention'" ;;

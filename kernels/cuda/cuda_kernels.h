@@ -99,6 +99,16 @@ void rope_forward(const void* x, const int32_t* positions, const float* inv_freq
 void rope_backward(const void* dy, bool dy_bf16, const int32_t* positions, const float* inv_freq, void* dx,
                    bool dx_bf16, int64_t rows, int64_t heads, int64_t hd, void* stream, bool dx_fresh = false);
 
+// fused_norms.cu (forward only; the bits of the unfused kernels): r = a + b, y = rmsnorm(r) * w
+// over rows of D (as add_forward then rmsnorm_forward without rstd); and per head of q [rows, hq,
+// hd] and k [rows, hk, hd]: y = rope(rmsnorm(x) * w) with w = wq or wk [hd] (as rmsnorm_forward
+// then rope_forward). One dtype for every float pointer.
+void add_rmsnorm_forward(const void* a, const void* b, const void* w, void* r, void* y, bool bf16, int64_t rows,
+                         int64_t D, float eps, void* stream);
+void rmsnorm_rope_forward(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
+                          const float* inv_freq, void* yq, void* yk, bool bf16, int64_t rows, int64_t hq, int64_t hk,
+                          int64_t hd, float eps, void* stream);
+
 // strided_rows.cu: the first `width` bytes of `rows` rows whose starts are `*pitch` bytes apart
 // (any dtype): copied from src to dst, or every byte set to `byte`.
 void strided_copy(const void* src, size_t src_pitch, void* dst, size_t dst_pitch, size_t width, int64_t rows,

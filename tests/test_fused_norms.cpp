@@ -1,0 +1,95 @@
+// The forward-only fused ops (add_rmsnorm, rmsnorm_rope) on the CPU: the unfused ops' values bit
+// for bit (their wiring: which weight goes with which tensor, rows, heads, positions), and every
+// refusal, each naming the tensors and the fix. Their CUDA kernels: suite gpu-ops.
+#include "runtime/autograd.h"
+#include "tests/test_util.h"
+
+using namespace dflash;
+using namespace dflash::test;
+
+namespace {
+Tensor norm_weight(int64_t D, uint64_t seed) {
+  std::vector<float> w = random_floats(size_t(D), seed, 0.3f);
+  for (float& x : w) x += 1.0f;
+  return Tensor::from_floats({D}, w);
+}
+
+Tensor frequencies(int64_t hd) {
+  std::vector<float> f(size_t(hd / 2));
+  for (int64_t i = 0; i < hd / 2; ++i) f[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));
+  return Tensor::from_floats({hd / 2}, f);
+}
+
+Tensor positions(int64_t B, int64_t L, uint64_t seed) {
+  std::vector<int32_t> p(size_t(B * L));
+  for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t((seed * 7919 + i * 104729) % 40000);
+  return Tensor::from_ints({B, L}, p);
+}
+}  // namespace
+
+TEST_SUITE("ops") {
+  TEST_CASE("add_rmsnorm gives add then rmsnorm, bit for bit") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    for (Shape s : {Shape{1, 8}, Shape{6, 64}, Shape{2, 3, 40}}) {
+      INFO("shape " << s.str());
+      Tensor a = randn(s, 1), b = randn(s, 2), w = norm_weight(s.last(), 3);
+      ops::AddRmsnorm f = ops::add_rmsnorm(a, b, w, 1e-5f);
+      Tensor r = ops::add(a, b);
+      CHECK(f.sum.shape() == s);
+      CHECK(bitwise_equal(f.sum.to_floats(), r.to_floats()));
+      CHECK(bitwise_equal(f.normed.to_floats(), ops::rmsnorm(r, w, 1e-5f).to_floats()));
+    }
+  }
+
+  TEST_CASE("rmsnorm_rope gives rmsnorm then rope for q and k, each with its own weight") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    struct Case {
+      int64_t B, L, hq, hk, hd;
+    };
+    for (Case c : {Case{1, 1, 1, 1, 2}, Case{2, 5, 4, 2, 16}, Case{1, 3, 6, 3, 8}}) {
+      INFO("B " << c.B << " L " << c.L << " heads " << c.hq << "/" << c.hk << " hd " << c.hd);
+      Tensor q = randn({c.B, c.L, c.hq, c.hd}, 4), k = randn({c.B, c.L, c.hk, c.hd}, 5);
+      Tensor wq = norm_weight(c.hd, 6), wk = norm_weight(c.hd, 7), pos = positions(c.B, c.L, 8), f = frequencies(c.hd);
+      ops::RopedQK r = ops::rmsnorm_rope(q, k, wq, wk, pos, f, 1e-6f);
+      CHECK(r.q.shape() == q.shape());
+      CHECK(r.k.shape() == k.shape());
+      CHECK(bitwise_equal(r.q.to_floats(), ops::rope(ops::rmsnorm(q, wq, 1e-6f), pos, f).to_floats()));
+      CHECK(bitwise_equal(r.k.to_floats(), ops::rope(ops::rmsnorm(k, wk, 1e-6f), pos, f).to_floats()));
+    }
+  }
+
+  TEST_CASE("the fused norms refuse gradients and mismatched inputs, naming the fix") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    Tensor a = randn({3, 8}, 1), b = randn({3, 8}, 2), w = norm_weight(8, 3);
+    Tensor trained = param({3, 8}, 4);
+    CHECK_THROWS_WITH_AS(ops::add_rmsnorm(trained, b, w, 1e-6f),
+                         doctest::Contains("forward-only (no backward is recorded); fix: call it under NoGrad for a frozen model, or use ops::add then ops::rmsnorm"), Error);
+    CHECK_THROWS_WITH_AS(ops::add_rmsnorm(a, randn({3, 7}, 5), w, 1e-6f), doctest::Contains("same shape and dtype"),
+                         Error);
+    CHECK_THROWS_WITH_AS(ops::add_rmsnorm(a, b, norm_weight(7, 6), 1e-6f),
+                         doctest::Contains("must match the last dim"), Error);
+    CHECK_THROWS_WITH_AS(ops::add_rmsnorm(a, b, w, -1.0f), doctest::Contains("eps = -1"), Error);
+    {
+      NoGrad no_grad;  // under NoGrad a trainable input is fine: nothing would flow back
+      CHECK(bitwise_equal(ops::add_rmsnorm(trained, b, w, 1e-6f).sum.to_floats(), ops::add(trained, b).to_floats()));
+    }
+
+    Tensor q = randn({1, 4, 2, 8}, 7), k = randn({1, 4, 1, 8}, 8), wq = norm_weight(8, 9), wk = norm_weight(8, 10);
+    Tensor pos = positions(1, 4, 11), f = frequencies(8);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(param({1, 4, 2, 8}, 12), k, wq, wk, pos, f, 1e-6f),
+                         doctest::Contains("ops::rmsnorm then ops::rope"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, randn({1, 5, 1, 8}, 13), wq, wk, positions(1, 5, 1), f, 1e-6f),
+                         doctest::Contains("differ in dim 1"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, randn({1, 4, 1, 6}, 14), wq, wk, pos, f, 1e-6f),
+                         doctest::Contains("share an even head dim"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, k, wq, norm_weight(6, 15), pos, f, 1e-6f),
+                         doctest::Contains("k_weight f32[6] has 6 entries"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, k, wq, wk, positions(1, 3, 16), f, 1e-6f),
+                         doctest::Contains("one position per row"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, k, wq, wk, pos, frequencies(6), 1e-6f),
+                         doctest::Contains("inv_freq must be [4]"), Error);
+  }
+}
