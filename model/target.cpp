@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -163,6 +164,17 @@ class WeightFiles {
   std::map<std::string, const SafeTensors*> where_;
 };
 
+// DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm and rmsnorm_rope (an A/B
+// knob for benchmarks: the values are the same either way). Read at every forward built.
+bool target_fusion_on() {
+  const char* env = std::getenv("DFLASH_TARGET_FUSION");
+  if (!env || !*env) return true;
+  const std::string v = env;
+  DF_CHECK(v == "on" || v == "off", "DFLASH_TARGET_FUSION=" << v << " is neither on nor off: use off to run the "
+                                                            << "target's unfused norms (benchmarks), or unset it");
+  return v == "on";
+}
+
 std::string layer_key(int64_t l, const char* what) { return "model.layers." + std::to_string(l) + "." + what; }
 
 // The names of every tensor the forward loads for this config.
@@ -264,23 +276,32 @@ Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Te
   const int64_t B = h.dim(0), S = h.dim(1), nh = s.num_attention_heads, nkv = s.num_key_value_heads;
   const int64_t hd = s.head_dim;
   const float eps = float(s.rms_norm_eps);
+  const bool fuse = target_fusion_on();
+  auto add_norm = [&](const Tensor& a, const Tensor& b, const Tensor* w) {  // a + b, and it normed by *w
+    if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);
+    Tensor sum = ops::add(a, b);
+    return ops::AddRmsnorm{sum, w ? ops::rmsnorm(sum, *w, eps) : Tensor()};
+  };
   Tensor q = ops::linear(x, p.q).reshape({B, S, nh, hd});   // (B, S, nh, hd)
   Tensor k = ops::linear(x, p.k).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
   Tensor v = ops::linear(x, p.v).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
-  if (s.has_qk_norm()) {
+  if (s.has_qk_norm() && fuse) {
     ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, inv_freq_, eps);
     q = qk.q;
     k = qk.k;
   } else {
+    if (s.has_qk_norm()) {
+      q = ops::rmsnorm(q, p.q_norm, eps);
+      k = ops::rmsnorm(k, p.k_norm, eps);
+    }
     q = ops::rope(q, pos, inv_freq_);
     k = ops::rope(k, pos, inv_freq_);
   }
   const float scale = float(1.0 / std::sqrt(double(hd)));
   Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)
-  ops::AddRmsnorm r = ops::add_rmsnorm(h, ops::linear(a, p.o), p.post_norm, eps);  // (B, S, H) each
+  ops::AddRmsnorm r = add_norm(h, ops::linear(a, p.o), &p.post_norm);         // (B, S, H) each
   Tensor mlp = ops::linear(ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up)), p.down);
-  if (!next_norm) return {ops::add(r.sum, mlp), Tensor()};
-  ops::AddRmsnorm out = ops::add_rmsnorm(r.sum, mlp, *next_norm, eps);
+  ops::AddRmsnorm out = add_norm(r.sum, mlp, next_norm);
   return {out.sum, out.normed};
 }
 

@@ -1,7 +1,12 @@
 // The forward-only fused ops (add_rmsnorm, rmsnorm_rope) on the CPU: the unfused ops' values bit
 // for bit (their wiring: which weight goes with which tensor, rows, heads, positions), and every
-// refusal, each naming the tensors and the fix. Their CUDA kernels: suite gpu-ops.
+// refusal, each naming the tensors and the fix; the target's forward with them equal to its
+// unfused forward (DFLASH_TARGET_FUSION=off). Their CUDA kernels: suite gpu-ops.
+#include <cstdlib>
+#include <optional>
+
 #include "runtime/autograd.h"
+#include "tests/target_fixtures.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
@@ -19,6 +24,24 @@ Tensor frequencies(int64_t hd) {
   for (int64_t i = 0; i < hd / 2; ++i) f[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));
   return Tensor::from_floats({hd / 2}, f);
 }
+
+// Sets DFLASH_TARGET_FUSION for a scope (unsets it for nullptr) and restores the old value.
+class FusionEnv {
+ public:
+  explicit FusionEnv(const char* value) {
+    if (const char* old = std::getenv(kName)) old_ = old;
+    if (value) setenv(kName, value, 1);
+    else unsetenv(kName);
+  }
+  ~FusionEnv() {
+    if (old_) setenv(kName, old_->c_str(), 1);
+    else unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char* kName = "DFLASH_TARGET_FUSION";
+  std::optional<std::string> old_;
+};
 
 Tensor positions(int64_t B, int64_t L, uint64_t seed) {
   std::vector<int32_t> p(size_t(B * L));
@@ -91,5 +114,33 @@ TEST_SUITE("ops") {
                          doctest::Contains("one position per row"), Error);
     CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, k, wq, wk, pos, frequencies(6), 1e-6f),
                          doctest::Contains("inv_freq must be [4]"), Error);
+  }
+
+  TEST_CASE("the target's fused forward equals its unfused one (DFLASH_TARGET_FUSION=off); other values refused") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    TempDir tmp;
+    for (const char* arch : {"qwen3", "llama"}) {
+      INFO("architecture " << arch);
+      Target t(make_target(tmp, std::string("t-") + arch, arch), {0, 2}, 32);
+      const Tensor ids = Tensor::from_ints({2, 24}, random_ids(48, 48, 5), "ids");
+      auto forward = [&] {
+        std::vector<std::vector<float>> out{t.features(ids).to_floats(), t.logits(ids).to_floats()};
+        for (const Tensor& h : t.layer_outputs(ids, 2)) out.push_back(h.to_floats());
+        return out;
+      };
+      const std::vector<std::vector<float>> fused = forward();
+      std::vector<std::vector<float>> unfused;
+      {
+        FusionEnv off("off");
+        unfused = forward();
+      }
+      REQUIRE(fused.size() == unfused.size());
+      for (size_t i = 0; i < fused.size(); ++i) CHECK(bitwise_equal(fused[i], unfused[i]));
+    }
+    Target t(make_target(tmp, "t-bad"), {1}, 8);
+    FusionEnv bad("maybe");
+    CHECK_ERROR(t.features(Tensor::from_ints({1, 4}, {1, 2, 3, 4}, "ids")),
+                "DFLASH_TARGET_FUSION=maybe is neither on nor off");
   }
 }

@@ -23,22 +23,29 @@ int64_t resident_lanes(int64_t packs, int64_t max_packs_per_lane) {
 
 // a, b, r, y (rows, D), w (D): r = a + b rounded to T (add_forward's map), then y = rmsnorm(r) * w
 // with rmsnorm_forward_resident_kernel's layout (G lanes a row, P packs a lane) and sum order.
+// Loads first: every pack of a, then of b, then the sums are stored (a store between the loads
+// would serialise them, as r may alias nothing the compiler can prove).
 template <class T, int N, int P>
 __global__ void __launch_bounds__(kThreads)
-    add_rmsnorm_kernel(const T* a, const T* b, const T* w, T* r_out, T* y, int64_t rows, int64_t D, float eps, int G) {
+    add_rmsnorm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
+                       T* __restrict__ r_out, T* __restrict__ y, int64_t rows, int64_t D, float eps, int G) {
   const int q = int(threadIdx.x) % G;
   const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
   const bool on = r < rows;
   Vec<T, N> v[P];
 #pragma unroll
+  for (int k = 0; k < P; ++k)
+    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(a + r * D + (int64_t(k) * G + q) * N);
+#pragma unroll
   for (int k = 0; k < P; ++k) {
     if (!on) continue;
-    const int64_t at = r * D + (int64_t(k) * G + q) * N;
-    const Vec<T, N> va = *reinterpret_cast<const Vec<T, N>*>(a + at), vb = *reinterpret_cast<const Vec<T, N>*>(b + at);
+    const Vec<T, N> vb = *reinterpret_cast<const Vec<T, N>*>(b + r * D + (int64_t(k) * G + q) * N);
 #pragma unroll
-    for (int i = 0; i < N; ++i) v[k].v[i] = from_float<T>(to_float(va.v[i]) + to_float(vb.v[i]));
-    *reinterpret_cast<Vec<T, N>*>(r_out + at) = v[k];
+    for (int i = 0; i < N; ++i) v[k].v[i] = from_float<T>(to_float(v[k].v[i]) + to_float(vb.v[i]));
   }
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+    if (on) *reinterpret_cast<Vec<T, N>*>(r_out + r * D + (int64_t(k) * G + q) * N) = v[k];
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < P; ++k)
@@ -85,14 +92,16 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
 }
 
 // q (rows, hq, hd), k (rows, hk, hd), one position per row: each head's x -> rope(rmsnorm(x) * w),
-// w = wq or wk. One block per row: its hd/2 angles are taken once (rope_kernel's f32 product and
-// accurate sincosf) and shared by the row's hq + hk heads; a head is a segment of G = hd/N lanes,
+// w = wq or wk. One block per row, a segment for each head where 1024 threads allow (so every
+// head's load is in flight at once): the row's hd/2 angles are taken once (rope_kernel's f32
+// product and accurate sincosf) and shared by its hq + hk heads; a head is a segment of G = hd/N lanes,
 // one pack a lane (the resident rmsnorm with P = 1: the same sum order), and lane l's rotation
 // partner is lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded
 // to T before the rotation, as the unfused rope reads them. Every lane of a warp runs the same
 // number of head iterations, so the shuffles always see the whole warp.
+constexpr int kMaxRopeThreads = 1024;
 template <class T, int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxRopeThreads)
     rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
                         const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, int hd, float eps) {
   extern __shared__ float angles[];  // cos [hd/2], then sin [hd/2]
@@ -101,9 +110,9 @@ __global__ void __launch_bounds__(kThreads)
   float* sn = angles + half;
   const int64_t row = blockIdx.x;
   const float pos = float(positions[row]);
-  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
   __syncthreads();
-  const int segs = kThreads / G;
+  const int segs = int(blockDim.x) / G;
   const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
   const int f0 = (low ? lane : lane - G / 2) * N;
   for (int64_t base = 0; base < hq + hk; base += segs) {
@@ -151,7 +160,8 @@ bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const voi
   if (hd % N != 0) return false;
   const int64_t G = hd / N;
   if (G < 2 || G > 32 || (G & (G - 1)) != 0 || resident_lanes(G, 1) != G) return false;
-  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
+  const int64_t lanes = (hq + hk) * G, threads = lanes >= kMaxRopeThreads ? kMaxRopeThreads : (lanes + 31) / 32 * 32;
+  rmsnorm_rope_kernel<T, N><<<unsigned(rows), unsigned(threads), size_t(hd) * sizeof(float), s>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
       positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
   return true;
