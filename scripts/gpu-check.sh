@@ -103,12 +103,13 @@ for s in "${steps[@]}"; do
       --bucket=4096:512 --steps=20 --arena-gb=7 && ./build/dflash-bench step --cuda --online --model=qwen3-8b \
       --bucket=4096:512 --steps=20 --arena-gb=7 --gemm-tuning" ;;
     fusion-ab)  # the target's fused norms against DFLASH_TARGET_FUSION=off in one call: the target's forward
-      # at 4096 (off, on, off, on), its profile, then the online step with --arena-gb=7 (off, on)
+      # at 4096 (off, on, off, on), the online step with --arena-gb=7 (off, on), then the target's profile
       step fusion-ab timeout 500 bash -c "for f in off on off on; do echo \"DFLASH_TARGET_FUSION=\$f\"; \
         DFLASH_TARGET_FUSION=\$f ./build/dflash-bench target --cuda --model=qwen3-8b --seq=4096 --steps=10 || exit 1; \
-        done; ./build/dflash-bench profile --cuda --target --seq=4096 || exit 1; for f in off on; do \
+        done; for f in off on; do \
         echo \"DFLASH_TARGET_FUSION=\$f\"; DFLASH_TARGET_FUSION=\$f ./build/dflash-bench step --cuda --online \
-        --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; done" ;;
+        --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; done; \
+        ./build/dflash-bench profile --cuda --target --seq=4096" ;;
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
     attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \

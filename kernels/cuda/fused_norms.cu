@@ -109,23 +109,26 @@ __global__ void __launch_bounds__(kMaxRopeThreads)
   float* cs = angles;
   float* sn = angles + half;
   const int64_t row = blockIdx.x;
-  const float pos = float(positions[row]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
-  __syncthreads();
   const int segs = int(blockDim.x) / G;
   const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
   const int f0 = (low ? lane : lane - G / 2) * N;
+  Vec<T, N> v{}, wv{};
+  auto load = [&](int64_t h) {  // head h's pack of this lane and its weights, when h exists
+    if (h >= hq + hk) return;
+    const bool is_q = h < hq;
+    v = *reinterpret_cast<const Vec<T, N>*>((is_q ? q + (row * hq + h) * hd : k + (row * hk + (h - hq)) * hd) +
+                                            lane * N);
+    wv = *reinterpret_cast<const Vec<T, N>*>((is_q ? wq : wk) + lane * N);
+  };
+  load(seg);  // the first round's loads are in flight while the angles are taken
+  const float pos = float(positions[row]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
+  __syncthreads();
   for (int64_t base = 0; base < hq + hk; base += segs) {
     const int64_t h = base + seg;
     const bool on = h < hq + hk, is_q = h < hq;
     const int64_t at = is_q ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd;
-    const T* x = is_q ? q : k;
-    const T* w = is_q ? wq : wk;
-    Vec<T, N> v{}, wv{};
-    if (on) {
-      v = *reinterpret_cast<const Vec<T, N>*>(x + at + lane * N);
-      wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
-    }
+    if (base > 0) load(h);
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
