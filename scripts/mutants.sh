@@ -279,6 +279,17 @@ mutant "eval progress: a bucket's last partial micro-batch left out of the total
   'for (size_t b = 0; b < buckets.size(); ++b) total += (int64_t(rows[b].size()) + buckets[b].batch - 1) / buckets[b].batch;' \
   'for (size_t b = 0; b < buckets.size(); ++b) total += int64_t(rows[b].size()) / buckets[b].batch;'
 
+# --- The target's fused norms (issue 7, 2026-12-01): wiring of the forward-only fused ops ---
+mutant "rmsnorm_rope: q rotated as if it had k's head count" "-tc=*rmsnorm_rope?gives*" \
+  'kernels::cpu::rope_forward(pyq, pp, pf, pyq, rows, hq, hd);' \
+  'kernels::cpu::rope_forward(pyq, pp, pf, pyq, rows, hk, hd);'
+mutant "rmsnorm_rope: k normed with q's weight" "-tc=*rmsnorm_rope?gives*" \
+  'kernels::cpu::rmsnorm_forward(pk, pwk, pyk, nullptr, rows * hk, hd, eps);' \
+  'kernels::cpu::rmsnorm_forward(pk, pwq, pyk, nullptr, rows * hk, hd, eps);'
+mutant "target: the fused residual add drops its first operand" "-ts=target*" \
+  'if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);' \
+  'if (fuse && w) return ops::add_rmsnorm(b, b, *w, eps);'
+
 # --- Machinery ---
 fail() {
   echo "mutants: $*" >&2
