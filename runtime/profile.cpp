@@ -144,15 +144,18 @@ double profile_kernel_ms(const ProfileTableInput& in) {
   return kernels;
 }
 
+double profile_reference_ms(const ProfileTableInput& in) { return in.traced_ms > 0 ? in.traced_ms : in.measured_ms; }
+
 double profile_idle_ms(const ProfileTableInput& in) {
-  return std::clamp(in.measured_ms - profile_kernel_ms(in), 0.0, std::max(0.0, in.idle_bound_ms));
+  return std::clamp(profile_reference_ms(in) - profile_kernel_ms(in), 0.0, std::max(0.0, in.idle_bound_ms));
 }
 
 double profile_mismatch(const ProfileTableInput& in) {
-  if (in.measured_ms <= 0) return 0;
+  const double reference = profile_reference_ms(in);
+  if (reference <= 0) return 0;
   const double kernels = profile_kernel_ms(in), most = kernels + std::max(0.0, in.idle_bound_ms);
-  if (in.measured_ms < kernels) return (kernels - in.measured_ms) / in.measured_ms;
-  if (in.measured_ms > most) return (in.measured_ms - most) / in.measured_ms;
+  if (reference < kernels) return (kernels - reference) / reference;
+  if (reference > most) return (reference - most) / reference;
   return 0;
 }
 
@@ -185,11 +188,24 @@ std::string format_profile_table(const std::string& title, const ProfileTableInp
                   "-", idle, total > 0 ? 100.0 * idle / total : 0.0);
     os << line;
   }
-  std::snprintf(line, sizeof line,
-                "kernels %.3f ms + idle %.3f ms = %.3f ms; measured replay %.3f ms (outside [kernels, kernels + %.3f ms "
-                "of traced gaps] by %.2f%%); %.3f TFLOP counted, %.1f TFLOP/s over the measured time\n",
-                kernels, idle, total, in.measured_ms, std::max(0.0, in.idle_bound_ms), 100.0 * profile_mismatch(in),
-                flop / 1e12, in.measured_ms > 0 ? flop / 1e12 / (in.measured_ms / 1e3) : 0.0);
+  const double rate = in.measured_ms > 0 ? flop / 1e12 / (in.measured_ms / 1e3) : 0.0;
+  if (in.traced_ms > 0) {
+    int64_t launches = 0;
+    for (const ProfileRow& r : in.rows) launches += r.calls;
+    std::snprintf(line, sizeof line,
+                  "kernels %.3f ms + idle %.3f ms = %.3f ms; traced replay %.3f ms (outside [kernels, kernels + %.3f "
+                  "ms of traced gaps] by %.2f%%); untraced replay %.3f ms (tracing adds %.3f ms, %.2f us a kernel); "
+                  "%.3f TFLOP counted, %.1f TFLOP/s over the untraced time\n",
+                  kernels, idle, total, in.traced_ms, std::max(0.0, in.idle_bound_ms), 100.0 * profile_mismatch(in),
+                  in.measured_ms, in.traced_ms - in.measured_ms,
+                  launches > 0 ? 1e3 * (in.traced_ms - in.measured_ms) / double(launches) : 0.0, flop / 1e12, rate);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "kernels %.3f ms + idle %.3f ms = %.3f ms; measured replay %.3f ms (outside [kernels, kernels + "
+                  "%.3f ms of traced gaps] by %.2f%%); %.3f TFLOP counted, %.1f TFLOP/s over the measured time\n",
+                  kernels, idle, total, in.measured_ms, std::max(0.0, in.idle_bound_ms), 100.0 * profile_mismatch(in),
+                  flop / 1e12, rate);
+  }
   os << line;
   return os.str();
 }

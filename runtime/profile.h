@@ -79,10 +79,14 @@ struct ProfileRow {
 
 struct ProfileTableInput {
   std::vector<ProfileRow> rows;
-  double measured_ms = 0;   // the replay's own time (events or wall clock), per replay
-  // CUDA: the gaps between kernels inside the traced replays, per replay. Tracing slows only the
-  // launches, never a kernel, so this bounds from above the idle time of the untraced replays
-  // that measured_ms times (back to back, each one's launch overlapping the run before).
+  double measured_ms = 0;   // the replay's own time (events or wall clock), per replay, untraced
+  // CUDA: the same replays queued back to back under CUPTI tracing, per replay (0 on the CPU). The
+  // kernels' times come from these replays, so they must account for this time; tracing also
+  // lengthens each kernel a little (about 4 us a kernel for the target's ~1270 at 4096 on the
+  // H200), which measured_ms - traced_ms shows.
+  double traced_ms = 0;
+  // CUDA: the gaps between kernels inside the traced replays, per replay: the most idle time the
+  // kernels may leave unaccounted.
   double idle_bound_ms = 0;
   double visible_pairs = 0;  // attention (query, key) pairs of the profiled batch
 };
@@ -98,6 +102,8 @@ std::string format_profile_table(const std::string& title, const ProfileTableInp
 
 // The kernels' time per replay: the rows' sum.
 double profile_kernel_ms(const ProfileTableInput& in);
+// The replay time the kernels must account for: traced_ms where there is one, else measured_ms.
+double profile_reference_ms(const ProfileTableInput& in);
 
 // The time with no kernel running in the measured replay: measured - kernels, within
 // [0, idle_bound_ms] (0 on the CPU, where the bound is 0).

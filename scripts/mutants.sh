@@ -203,8 +203,12 @@ mutant "the decoder's programs are recorded without the profiler's labels" "-ts=
   'ctx_->attach_profile(nullptr);'
 
 mutant "the profile check adds the traced gaps to the kernels instead of bounding the idle by them" "-ts=profile" \
-  'if (in.measured_ms > most) return (in.measured_ms - most) / in.measured_ms;' \
-  'if (in.measured_ms != most) return std::fabs(in.measured_ms - most) / in.measured_ms;'
+  'if (reference > most) return (reference - most) / reference;' \
+  'if (reference != most) return std::fabs(reference - most) / reference;'
+
+mutant "the profile check holds the kernels against the untraced replay, not the traced one they come from" "-ts=profile" \
+  'double profile_reference_ms(const ProfileTableInput& in) { return in.traced_ms > 0 ? in.traced_ms : in.measured_ms; }' \
+  'double profile_reference_ms(const ProfileTableInput& in) { return in.measured_ms; }'
 
 mutant "the recompute hint ignores runtime.memory_limit_gb" "-ts=config-effects" \
   'if (arena_limit_bytes > 0 && without > arena_limit_bytes) return "";' \

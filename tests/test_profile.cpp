@@ -193,4 +193,30 @@ TEST_SUITE("profile") {
     CHECK(dflash::profile_idle_ms(in) == 0);
     CHECK(dflash::format_profile_table("t", in).find("(no kernel running)") == std::string::npos);
   }
+
+  TEST_CASE("the GPU check with a traced replay time: the kernels must account for the traced replay, not the untraced") {
+    using dflash::ProfileTableInput;
+    ProfileTableInput in;
+    in.rows.resize(2);
+    in.rows[0].ms = 1.5, in.rows[0].calls = 300;  // 400 kernels of 2 ms in all
+    in.rows[1].ms = 0.5, in.rows[1].calls = 100;
+    in.idle_bound_ms = 0.1;
+    // Tracing lengthened every kernel: 1.85 ms untraced against 2.05 ms traced. Against the untraced
+    // time the kernels would be 8 % too long; against the traced replay, which they come from, they fit.
+    in.measured_ms = 1.85;
+    in.traced_ms = 2.05;
+    CHECK(dflash::profile_reference_ms(in) == 2.05);
+    CHECK(dflash::profile_mismatch(in) == 0);
+    CHECK(dflash::profile_idle_ms(in) == doctest::Approx(0.05));
+    const std::string table = dflash::format_profile_table("t", in);
+    CHECK(table.find("traced replay 2.050 ms") != std::string::npos);
+    CHECK(table.find("untraced replay 1.850 ms (tracing adds 0.200 ms, 0.50 us a kernel)") != std::string::npos);
+    CHECK(table.find("over the untraced time") != std::string::npos);
+    // Records missing from the traced replay: it exceeds kernels + gaps by (2.5 - 2.1) / 2.5.
+    in.traced_ms = 2.5;
+    CHECK(dflash::profile_mismatch(in) == doctest::Approx(0.16));
+    // Kernels longer than the traced replay they were recorded in: overlapping or misattributed records.
+    in.traced_ms = 1.8;
+    CHECK(dflash::profile_mismatch(in) == doctest::Approx(0.2 / 1.8));
+  }
 }
