@@ -194,7 +194,7 @@ std::string format_profile_table(const std::string& title, const ProfileTableInp
     for (const ProfileRow& r : in.rows) launches += r.calls;
     std::snprintf(line, sizeof line,
                   "kernels %.3f ms + idle %.3f ms = %.3f ms; traced replay %.3f ms (outside [kernels, kernels + %.3f "
-                  "ms of traced gaps] by %.2f%%); untraced replay %.3f ms (tracing adds %.3f ms, %.2f us a kernel); "
+                  "ms of traced gaps] by %.2f%%); untraced replay %.3f ms (tracing adds %.3f ms, %.2f us a call); "
                   "%.3f TFLOP counted, %.1f TFLOP/s over the untraced time\n",
                   kernels, idle, total, in.traced_ms, std::max(0.0, in.idle_bound_ms), 100.0 * profile_mismatch(in),
                   in.measured_ms, in.traced_ms - in.measured_ms,

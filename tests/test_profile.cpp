@@ -210,7 +210,7 @@ TEST_SUITE("profile") {
     CHECK(dflash::profile_idle_ms(in) == doctest::Approx(0.05));
     const std::string table = dflash::format_profile_table("t", in);
     CHECK(table.find("traced replay 2.050 ms") != std::string::npos);
-    CHECK(table.find("untraced replay 1.850 ms (tracing adds 0.200 ms, 0.50 us a kernel)") != std::string::npos);
+    CHECK(table.find("untraced replay 1.850 ms (tracing adds 0.200 ms, 0.50 us a call)") != std::string::npos);
     CHECK(table.find("over the untraced time") != std::string::npos);
     // Records missing from the traced replay: it exceeds kernels + gaps by (2.5 - 2.1) / 2.5.
     in.traced_ms = 2.5;

@@ -92,16 +92,14 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
 }
 
 // q (rows, hq, hd), k (rows, hk, hd), one position per row: each head's x -> rope(rmsnorm(x) * w),
-// w = wq or wk. One block per row, a segment for each head where 1024 threads allow (so every
-// head's load is in flight at once): the row's hd/2 angles are taken once (rope_kernel's f32
-// product and accurate sincosf) and shared by its hq + hk heads; a head is a segment of G = hd/N lanes,
+// w = wq or wk. One block per row: its hd/2 angles are taken once (rope_kernel's f32 product and
+// accurate sincosf) and shared by the row's hq + hk heads; a head is a segment of G = hd/N lanes,
 // one pack a lane (the resident rmsnorm with P = 1: the same sum order), and lane l's rotation
 // partner is lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded
 // to T before the rotation, as the unfused rope reads them. Every lane of a warp runs the same
 // number of head iterations, so the shuffles always see the whole warp.
-constexpr int kMaxRopeThreads = 1024;
 template <class T, int N>
-__global__ void __launch_bounds__(kMaxRopeThreads)
+__global__ void __launch_bounds__(kThreads)
     rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
                         const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, int hd, float eps) {
   extern __shared__ float angles[];  // cos [hd/2], then sin [hd/2]
@@ -109,26 +107,23 @@ __global__ void __launch_bounds__(kMaxRopeThreads)
   float* cs = angles;
   float* sn = angles + half;
   const int64_t row = blockIdx.x;
-  const int segs = int(blockDim.x) / G;
+  const float pos = float(positions[row]);
+  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
+  __syncthreads();
+  const int segs = kThreads / G;
   const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
   const int f0 = (low ? lane : lane - G / 2) * N;
-  Vec<T, N> v{}, wv{};
-  auto load = [&](int64_t h) {  // head h's pack of this lane and its weights, when h exists
-    if (h >= hq + hk) return;
-    const bool is_q = h < hq;
-    v = *reinterpret_cast<const Vec<T, N>*>((is_q ? q + (row * hq + h) * hd : k + (row * hk + (h - hq)) * hd) +
-                                            lane * N);
-    wv = *reinterpret_cast<const Vec<T, N>*>((is_q ? wq : wk) + lane * N);
-  };
-  load(seg);  // the first round's loads are in flight while the angles are taken
-  const float pos = float(positions[row]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
-  __syncthreads();
   for (int64_t base = 0; base < hq + hk; base += segs) {
     const int64_t h = base + seg;
     const bool on = h < hq + hk, is_q = h < hq;
     const int64_t at = is_q ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd;
-    if (base > 0) load(h);
+    const T* x = is_q ? q : k;
+    const T* w = is_q ? wq : wk;
+    Vec<T, N> v{}, wv{};
+    if (on) {
+      v = *reinterpret_cast<const Vec<T, N>*>(x + at + lane * N);
+      wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -163,8 +158,7 @@ bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const voi
   if (hd % N != 0) return false;
   const int64_t G = hd / N;
   if (G < 2 || G > 32 || (G & (G - 1)) != 0 || resident_lanes(G, 1) != G) return false;
-  const int64_t lanes = (hq + hk) * G, threads = lanes >= kMaxRopeThreads ? kMaxRopeThreads : (lanes + 31) / 32 * 32;
-  rmsnorm_rope_kernel<T, N><<<unsigned(rows), unsigned(threads), size_t(hd) * sizeof(float), s>>>(
+  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
       positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
   return true;
