@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace dflash::kernels::cuda {
 
@@ -163,6 +164,27 @@ unsigned grid_for(int64_t items, int threads) {
 inline unsigned blocks_for(int64_t n, int threads) {
   int64_t b = (n + threads - 1) / threads;
   return unsigned(b < 1 ? 1 : (b > 65535 * 32 ? 65535 * 32 : b));
+}
+
+// Register-resident rows of `packs` packs (rmsnorm.cu's resident layout, which the fused norms
+// copy for its sum order): the lanes a row takes, the smallest power of two >= packs and at most
+// 32, and 0 when the row does not split into them evenly.
+inline int64_t resident_row_lanes(int64_t packs) {
+  int64_t G = 32;
+  while (G > 1 && G / 2 >= packs) G /= 2;
+  return packs % G == 0 ? G : 0;
+}
+// go(std::integral_constant<int, P>{}) for P packs a lane in {1, 2, 4, 8, 16}; false for others.
+template <class F>
+bool with_packs_per_lane(int64_t P, F&& go) {
+  switch (P) {
+    case 1: go(std::integral_constant<int, 1>{}); return true;
+    case 2: go(std::integral_constant<int, 2>{}); return true;
+    case 4: go(std::integral_constant<int, 4>{}); return true;
+    case 8: go(std::integral_constant<int, 8>{}); return true;
+    case 16: go(std::integral_constant<int, 16>{}); return true;
+    default: return false;
+  }
 }
 
 // Butterfly sum over a full warp: every lane ends with the same bits, in a fixed order.

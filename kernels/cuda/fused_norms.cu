@@ -10,17 +10,6 @@ namespace dflash::kernels::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// The lanes a row of `packs` N-element packs takes in rmsnorm.cu's resident kernel: the smallest
-// power of two >= packs, at most 32. 0 when that kernel would not take the row (its sum order is
-// then the looping kernel's, which the fused kernels do not copy).
-int64_t resident_lanes(int64_t packs, int64_t max_packs_per_lane) {
-  int64_t G = 32;
-  while (G > 1 && G / 2 >= packs) G /= 2;
-  if (packs % G != 0) return 0;
-  const int64_t P = packs / G;
-  return P == 1 || P == 2 || P == 4 || P == 8 || P == 16 ? (P <= max_packs_per_lane ? G : 0) : 0;
-}
-
 // a, b, r, y (rows, D), w (D): r = a + b rounded to T (add_forward's map), then y = rmsnorm(r) * w
 // with rmsnorm_forward_resident_kernel's layout (G lanes a row, P packs a lane) and sum order.
 // Loads first: every pack of a, then of b, then the sums are stored (a store between the loads
@@ -72,23 +61,14 @@ template <class T, int N>
 bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, void* y, int64_t rows, int64_t D,
                         float eps, cudaStream_t s) {
   if (D % N != 0) return false;
-  const int64_t G = resident_lanes(D / N, 16);
+  const int64_t G = resident_row_lanes(D / N);
   if (G == 0) return false;
-  const int64_t P = D / N / G;
   const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
-  auto go = [&](auto p_tag) {
+  return with_packs_per_lane(D / N / G, [&](auto p_tag) {
     add_rmsnorm_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
         static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(w), static_cast<T*>(r),
         static_cast<T*>(y), rows, D, eps, int(G));
-  };
-  switch (P) {
-    case 1: go(std::integral_constant<int, 1>{}); return true;
-    case 2: go(std::integral_constant<int, 2>{}); return true;
-    case 4: go(std::integral_constant<int, 4>{}); return true;
-    case 8: go(std::integral_constant<int, 8>{}); return true;
-    case 16: go(std::integral_constant<int, 16>{}); return true;
-    default: return false;
-  }
+  });
 }
 
 // q (rows, hq, hd), k (rows, hk, hd), one position per row: each head's x -> rope(rmsnorm(x) * w),
@@ -157,7 +137,7 @@ bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const voi
                          float eps, cudaStream_t s) {
   if (hd % N != 0) return false;
   const int64_t G = hd / N;
-  if (G < 2 || G > 32 || (G & (G - 1)) != 0 || resident_lanes(G, 1) != G) return false;
+  if (G < 2 || G > 32 || resident_row_lanes(G) != G) return false;  // one pack a lane: P = 1
   rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
       positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);

@@ -88,24 +88,13 @@ template <class T, int N>
 bool launch_forward_resident(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t D, float eps,
                              cudaStream_t s) {
   if (N == 1 || D % N != 0) return false;
-  const int64_t packs = D / N;
-  int G = 32;
-  while (G > 1 && G / 2 >= packs) G /= 2;
-  if (packs % G != 0) return false;
-  const int64_t P = packs / G;
+  const int64_t G = resident_row_lanes(D / N);
+  if (G == 0) return false;
   const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
-  auto go = [&](auto p_tag) {
+  return with_packs_per_lane(D / N / G, [&](auto p_tag) {
     rmsnorm_forward_resident_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, G);
-  };
-  switch (P) {
-    case 1: go(std::integral_constant<int, 1>{}); return true;
-    case 2: go(std::integral_constant<int, 2>{}); return true;
-    case 4: go(std::integral_constant<int, 4>{}); return true;
-    case 8: go(std::integral_constant<int, 8>{}); return true;
-    case 16: go(std::integral_constant<int, 16>{}); return true;
-    default: return false;
-  }
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, int(G));
+  });
 }
 
 template <class T, int N>
