@@ -165,7 +165,7 @@ class WeightFiles {
 };
 
 // DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm and rmsnorm_rope (an A/B
-// knob for benchmarks: the values are the same either way). Read at every forward built.
+// knob for benchmarks: the values are the same either way). Read once for each forward built.
 bool target_fusion_on() {
   const char* env = std::getenv("DFLASH_TARGET_FUSION");
   if (!env || !*env) return true;
@@ -269,14 +269,13 @@ Tensor Target::positions(int64_t B, int64_t S) const {
 // GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual. x is
 // rmsnorm(h, p.input_norm). Each residual add runs fused with the RMSNorm after it (the next
 // layer's input norm, or the final norm, when `next_norm` is given) and the q/k norms with rope:
-// the same values as the unfused ops, each activation read once less.
+// the same values as the unfused ops, each activation read once less (unfused when !fuse).
 Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
-                                       const Tensor* next_norm) const {
+                                       const Tensor* next_norm, bool fuse) const {
   const TargetSpec& s = spec_;
   const int64_t B = h.dim(0), S = h.dim(1), nh = s.num_attention_heads, nkv = s.num_key_value_heads;
   const int64_t hd = s.head_dim;
   const float eps = float(s.rms_norm_eps);
-  const bool fuse = target_fusion_on();
   auto add_norm = [&](const Tensor& a, const Tensor& b, const Tensor* w) {  // a + b, and it normed by *w
     if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);
     Tensor sum = ops::add(a, b);
@@ -312,9 +311,10 @@ Tensor Target::run_layers(const Tensor& ids, int64_t last, const Tensor* final_n
   const Tensor pos = positions(ids.dim(0), ids.dim(1));
   Tensor h = ops::embedding(embed_, ids);  // (B, S, H)
   Tensor x = ops::rmsnorm(h, layers_[0].input_norm, float(spec_.rms_norm_eps));
+  const bool fuse = target_fusion_on();
   for (int64_t l = 0; l <= last; ++l) {
     const Tensor* next = l < last ? &layers_[size_t(l + 1)].input_norm : final_norm;
-    LayerOut o = decoder_layer(layers_[size_t(l)], h, x, pos, next);
+    LayerOut o = decoder_layer(layers_[size_t(l)], h, x, pos, next, fuse);
     h = o.h;
     x = o.x_next;
     each(l, h);

@@ -190,15 +190,15 @@ std::string format_profile_table(const std::string& title, const ProfileTableInp
   }
   const double rate = in.measured_ms > 0 ? flop / 1e12 / (in.measured_ms / 1e3) : 0.0;
   if (in.traced_ms > 0) {
-    int64_t launches = 0;
-    for (const ProfileRow& r : in.rows) launches += r.calls;
+    int64_t calls = 0;
+    for (const ProfileRow& r : in.rows) calls += r.calls;
     std::snprintf(line, sizeof line,
                   "kernels %.3f ms + idle %.3f ms = %.3f ms; traced replay %.3f ms (outside [kernels, kernels + %.3f "
                   "ms of traced gaps] by %.2f%%); untraced replay %.3f ms (tracing adds %.3f ms, %.2f us a call); "
                   "%.3f TFLOP counted, %.1f TFLOP/s over the untraced time\n",
                   kernels, idle, total, in.traced_ms, std::max(0.0, in.idle_bound_ms), 100.0 * profile_mismatch(in),
                   in.measured_ms, in.traced_ms - in.measured_ms,
-                  launches > 0 ? 1e3 * (in.traced_ms - in.measured_ms) / double(launches) : 0.0, flop / 1e12, rate);
+                  calls > 0 ? 1e3 * (in.traced_ms - in.measured_ms) / double(calls) : 0.0, flop / 1e12, rate);
   } else {
     std::snprintf(line, sizeof line,
                   "kernels %.3f ms + idle %.3f ms = %.3f ms; measured replay %.3f ms (outside [kernels, kernels + "
