@@ -53,8 +53,9 @@ class WeightFiles {
     searched_ = "the weight_map of '" + index.string() + "'";
   }
 
-  // The tensor in dtype, after its shape and finiteness are checked.
-  Tensor load(const std::string& key, DType dtype, const Shape& shape) const {
+  // The tensor converted into `into` (its dtype), after its shape and finiteness are checked.
+  void load_into(const std::string& key, const Tensor& into) const {
+    const Shape& shape = into.shape();
     auto it = where_.find(key);
     DF_CHECK(it != where_.end(), "target '" << dir_.string() << "': tensor '" << key << "' is missing (searched "
                                             << searched_ << "); fix: the checkpoint does not match config.json "
@@ -69,7 +70,7 @@ class WeightFiles {
              "target '" << dir_.string() << "': tensor '" << key << "' in '" << f.path().string() << "' is "
                         << info.dtype << "; target weights must be F32, BF16 or F16; fix: convert the checkpoint");
     f.check_finite(key);
-    return f.load(key, dtype, shape);
+    f.load_into(key, into);
   }
 
   // CRC-32 of a tensor's bytes as stored in its file.
@@ -164,8 +165,9 @@ class WeightFiles {
   std::map<std::string, const SafeTensors*> where_;
 };
 
-// DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm and rmsnorm_rope (an A/B
-// knob for benchmarks: the values are the same either way). Read once for each forward built.
+// DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm, rmsnorm_rope and the packed
+// gate/up GEMM with swiglu_halves (an A/B knob for benchmarks: the norms give the same values either
+// way; the one GEMM may round differently from two). Read once for each forward built.
 bool target_fusion_on() {
   const char* env = std::getenv("DFLASH_TARGET_FUSION");
   if (!env || !*env) return true;
@@ -199,11 +201,10 @@ Target::Target(const fs::path& dir, std::vector<int64_t> layer_ids, int64_t max_
   const WeightFiles w(dir);
   w.refuse_biases();
   w.refuse_unexplained(expected_keys(spec_), spec_);
-  build("target '" + dir.string() + "'",
-        [&w](const std::string& key, DType dt, const Shape& shape) { return w.load(key, dt, shape); });
+  build("target '" + dir.string() + "'", [&w](const std::string& key, const Tensor& into) { w.load_into(key, into); });
 }
 
-void Target::build(const std::string& what, const Loader& load) {
+void Target::build(const std::string& what, const Loader& load_into) {
   const TargetSpec& s = spec_;
   const int64_t L = s.num_hidden_layers, H = s.hidden_size, I = s.intermediate_size, V = s.vocab_size;
   const int64_t hd = s.head_dim, q_out = s.num_attention_heads * hd, kv_out = s.num_key_value_heads * hd;
@@ -213,26 +214,35 @@ void Target::build(const std::string& what, const Loader& load) {
   DF_CHECK(max_seq_len_ >= 1, what << ": max_seq_len is " << max_seq_len_
                                    << "; it must be >= 1 (the longest bucket's sequence length)");
   const DType dt = Context::current().device().is_cuda() ? DType::bf16 : DType::f32;
-  embed_ = load("model.embed_tokens.weight", dt, {V, H});
+  auto load = [&](const std::string& key, const Shape& shape) {
+    Tensor t = Tensor::persistent(shape, dt, key);
+    load_into(key, t);
+    return t;
+  };
+  embed_ = load("model.embed_tokens.weight", {V, H});
   layers_.resize(size_t(L));
   for (int64_t l = 0; l < L; ++l) {
     Layer& p = layers_[size_t(l)];
-    p.input_norm = load(layer_key(l, "input_layernorm.weight"), dt, {H});
-    p.post_norm = load(layer_key(l, "post_attention_layernorm.weight"), dt, {H});
-    p.q = load(layer_key(l, "self_attn.q_proj.weight"), dt, {q_out, H});
-    p.k = load(layer_key(l, "self_attn.k_proj.weight"), dt, {kv_out, H});
-    p.v = load(layer_key(l, "self_attn.v_proj.weight"), dt, {kv_out, H});
-    p.o = load(layer_key(l, "self_attn.o_proj.weight"), dt, {H, q_out});
+    p.input_norm = load(layer_key(l, "input_layernorm.weight"), {H});
+    p.post_norm = load(layer_key(l, "post_attention_layernorm.weight"), {H});
+    p.q = load(layer_key(l, "self_attn.q_proj.weight"), {q_out, H});
+    p.k = load(layer_key(l, "self_attn.k_proj.weight"), {kv_out, H});
+    p.v = load(layer_key(l, "self_attn.v_proj.weight"), {kv_out, H});
+    p.o = load(layer_key(l, "self_attn.o_proj.weight"), {H, q_out});
     if (s.has_qk_norm()) {
-      p.q_norm = load(layer_key(l, "self_attn.q_norm.weight"), dt, {hd});
-      p.k_norm = load(layer_key(l, "self_attn.k_norm.weight"), dt, {hd});
+      p.q_norm = load(layer_key(l, "self_attn.q_norm.weight"), {hd});
+      p.k_norm = load(layer_key(l, "self_attn.k_norm.weight"), {hd});
     }
-    p.gate = load(layer_key(l, "mlp.gate_proj.weight"), dt, {I, H});
-    p.up = load(layer_key(l, "mlp.up_proj.weight"), dt, {I, H});
-    p.down = load(layer_key(l, "mlp.down_proj.weight"), dt, {H, I});
+    // gate_proj and up_proj packed as the rows of one weight, so one GEMM makes both.
+    p.gate_up = Tensor::persistent({2 * I, H}, dt, layer_key(l, "mlp.gate_up_proj.weight"));
+    p.gate = p.gate_up.rows(0, I);
+    p.up = p.gate_up.rows(I, 2 * I);
+    load_into(layer_key(l, "mlp.gate_proj.weight"), p.gate);
+    load_into(layer_key(l, "mlp.up_proj.weight"), p.up);
+    p.down = load(layer_key(l, "mlp.down_proj.weight"), {H, I});
   }
-  final_norm_ = load("model.norm.weight", dt, {H});
-  lm_head_ = s.tie_word_embeddings ? embed_ : load("lm_head.weight", dt, {V, H});
+  final_norm_ = load("model.norm.weight", {H});
+  lm_head_ = s.tie_word_embeddings ? embed_ : load("lm_head.weight", {V, H});
 
   std::vector<int32_t> iota(static_cast<size_t>(max_seq_len_));
   std::iota(iota.begin(), iota.end(), 0);
@@ -269,7 +279,8 @@ Tensor Target::positions(int64_t B, int64_t S) const {
 // GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual. x is
 // rmsnorm(h, p.input_norm). Each residual add runs fused with the RMSNorm after it (the next
 // layer's input norm, or the final norm, when `next_norm` is given) and the q/k norms with rope:
-// the same values as the unfused ops, each activation read once less (unfused when !fuse).
+// the same values as the unfused ops, each activation read once less; and gate_proj and up_proj
+// run as one GEMM over their packed weight (unfused when !fuse).
 Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
                                        const Tensor* next_norm, bool fuse) const {
   const TargetSpec& s = spec_;
@@ -299,7 +310,9 @@ Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Te
   const float scale = float(1.0 / std::sqrt(double(hd)));
   Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)
   ops::AddRmsnorm r = add_norm(h, ops::linear(a, p.o), &p.post_norm);         // (B, S, H) each
-  Tensor mlp = ops::linear(ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up)), p.down);
+  const Tensor act = fuse ? ops::swiglu_halves(ops::linear(r.normed, p.gate_up))  // (B, S, 2I) -> (B, S, I)
+                          : ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up));
+  Tensor mlp = ops::linear(act, p.down);
   ops::AddRmsnorm out = add_norm(r.sum, mlp, next_norm);
   return {out.sum, out.normed};
 }

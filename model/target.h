@@ -54,9 +54,12 @@ class Target {
     Tensor input_norm, post_norm;  // [H]
     Tensor q, k, v, o;             // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]
     Tensor q_norm, k_norm;         // [hd], Qwen3 only
-    Tensor gate, up, down;         // [I, H] x2, [H, I]
+    Tensor gate_up;                // [2I, H]: gate_proj's rows, then up_proj's
+    Tensor gate, up, down;         // views of gate_up's halves [I, H] x2; [H, I]
   };
-  using Loader = std::function<Tensor(const std::string& key, DType dtype, const Shape& shape)>;
+  // Fills `into` (a persistent tensor of the checkpoint's shape and the device's dtype, or a rows()
+  // view of one) with the weight named key.
+  using Loader = std::function<void(const std::string& key, const Tensor& into)>;
   void build(const std::string& what, const Loader& load);  // every weight, then positions and rope
   void check_ids(const char* what, const Tensor& ids) const;
   Tensor positions(int64_t B, int64_t S) const;  // i32 [B, S], row b = 0..S-1

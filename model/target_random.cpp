@@ -14,11 +14,11 @@ namespace dflash {
 namespace {
 
 
-// A persistent tensor of `shape` in dtype: uniform values of standard deviation std (or all
-// `constant` when std is 0), element e from splitmix64(seed, tensor, e).
-Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t tensor, double std, float constant,
-                     const std::string& name) {
-  const int64_t n = shape.numel();
+// Fills `into` (f32 or bf16) with uniform values of standard deviation std (or all `constant` when
+// std is 0), element e from splitmix64(seed, tensor, e).
+void fill_random(const Tensor& into, uint64_t seed, uint64_t tensor, double std, float constant) {
+  const int64_t n = into.numel();
+  const DType dtype = into.dtype();
   const float half_width = float(std * std::sqrt(3.0));  // uniform(-w, w) has std w / sqrt(3)
   const uint64_t key = splitmix64(seed ^ splitmix64(tensor));
   auto value = [&](int64_t e) {
@@ -40,7 +40,7 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t te
       }
     });
   for (std::thread& t : threads) t.join();
-  return Tensor::from_host(shape, dtype, bf16 ? static_cast<const void*>(b.data()) : f.data(), name);
+  into.copy_from_host(bf16 ? static_cast<const void*>(b.data()) : f.data(), into.nbytes());
 }
 
 }  // namespace
@@ -64,9 +64,9 @@ std::unique_ptr<Target> Target::random(const TargetSpec& s, std::vector<int64_t>
   // build() asks for the weights in one fixed order; each gets the next tensor index, so the
   // same seed gives the same weights. Norms (1-D) are 1.
   uint64_t index = 0;
-  t->build("random target", [&](const std::string& key, DType dt, const Shape& shape) {
-    const bool norm = shape.ndim == 1;
-    return random_tensor(shape, dt, seed, index++, norm ? 0.0 : std, norm ? 1.0f : 0.0f, "random." + key);
+  t->build("random target", [&](const std::string&, const Tensor& into) {
+    const bool norm = into.ndim() == 1;
+    fill_random(into, seed, index++, norm ? 0.0 : std, norm ? 1.0f : 0.0f);
   });
   return t;
 }

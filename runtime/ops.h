@@ -56,6 +56,10 @@ RopedQK rmsnorm_rope(const Tensor& q, const Tensor& k, const Tensor& q_weight, c
                      const Tensor& positions, const Tensor& inv_freq, float eps);
 // silu(gate) * up, same shapes.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// gu [..., 2I] -> [..., I]: swiglu of its halves, gate = gu[..., :I], up = gu[..., I:] (the output
+// of one GEMM over gate_proj's and up_proj's packed rows), the values of swiglu on the halves.
+// Forward-only, like the fusions above (refused when gu requires grad). runtime/ops/swiglu.cpp.
+Tensor swiglu_halves(const Tensor& gu);
 // Concatenation along dim (a and b agree on every other dim).
 Tensor concat(const Tensor& a, const Tensor& b, int dim);
 Tensor sum(const Tensor& x);   // -> [1] of x's dtype

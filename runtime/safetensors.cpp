@@ -284,14 +284,26 @@ std::vector<int32_t> SafeTensors::read_ints(const std::string& name) const {
 }
 
 Tensor SafeTensors::load(const std::string& name, DType target, const std::optional<Shape>& expect) const {
+  const Shape shape = file_shape(name);
+  DF_CHECK(!expect || *expect == shape, where(name) << " has shape " << shape.str() << " but " << expect->str()
+                                                    << " was expected; fix: the checkpoint does not match the "
+                                                    << "model config (check sizes, layer count and vocab)");
+  convertible(name, target);  // refused before anything is allocated
+  Tensor t = Tensor::persistent(shape, target, name);
+  load_into(name, t);
+  return t;
+}
+
+Shape SafeTensors::file_shape(const std::string& name) const {
   const SafeTensorInfo& t = info(name);
   DF_CHECK(t.shape.size() <= size_t(Shape::kMaxDims),
            where(name) << " has shape " << shape_str(t.shape) << "; runtime tensors have at most 4 dimensions; "
                        << "fix: reshape it when exporting, or read it with read_floats/read_ints");
-  const Shape shape = Shape::of(t.shape);
-  DF_CHECK(!expect || *expect == shape, where(name) << " has shape " << shape.str() << " but " << expect->str()
-                                                    << " was expected; fix: the checkpoint does not match the "
-                                                    << "model config (check sizes, layer count and vocab)");
+  return Shape::of(t.shape);
+}
+
+void SafeTensors::convertible(const std::string& name, DType target) const {
+  const SafeTensorInfo& t = info(name);
   const Kind k = kind_of(t);
   auto refuse = [&](const char* accepted) {
     DF_FAIL(where(name) << " is " << t.dtype << " and cannot be loaded as " << dtype_name(target) << " (which takes "
@@ -300,27 +312,55 @@ Tensor SafeTensors::load(const std::string& name, DType target, const std::optio
   switch (target) {
     case DType::f32:
       if (k != Kind::F32 && k != Kind::BF16 && k != Kind::F16 && k != Kind::F64) refuse("F32, BF16, F16, F64");
-      return Tensor::from_host(shape, DType::f32, read_floats(name).data(), name);
+      return;
+    case DType::bf16:
+      if (k != Kind::BF16 && k != Kind::F32 && k != Kind::F16) refuse("BF16, F32, F16");
+      return;
+    case DType::i32:
+      if (k != Kind::I32 && k != Kind::I64 && k != Kind::U8 && k != Kind::BOOL) refuse("I32, I64, U8, BOOL");
+      return;
+    case DType::u8:
+      if (k != Kind::U8 && k != Kind::BOOL) refuse("U8, BOOL");
+      return;
+  }
+  DF_FAIL(where(name) << ": unknown target dtype");
+}
+
+void SafeTensors::load_into(const std::string& name, const Tensor& dst) const {
+  const Shape shape = file_shape(name);
+  DF_CHECK(dst.shape() == shape, where(name) << " has shape " << shape.str() << " but " << dst.shape().str()
+                                             << " was expected; fix: the checkpoint does not match the "
+                                             << "model config (check sizes, layer count and vocab)");
+  const DType target = dst.dtype();
+  convertible(name, target);
+  const SafeTensorInfo& t = info(name);
+  const Kind k = kind_of(t);
+  switch (target) {
+    case DType::f32:
+      dst.copy_from_host(read_floats(name).data(), dst.nbytes());
+      return;
     case DType::bf16: {
-      if (k == Kind::BF16) return Tensor::from_host(shape, DType::bf16, data_ + t.offset, name);
-      if (k != Kind::F32 && k != Kind::F16) refuse("BF16, F32, F16");
+      if (k == Kind::BF16) {
+        dst.copy_from_host(data_ + t.offset, dst.nbytes());
+        return;
+      }
       std::vector<float> f = read_floats(name);
       std::vector<uint16_t> h(f.size());
       for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
-      return Tensor::from_host(shape, DType::bf16, h.data(), name);
+      dst.copy_from_host(h.data(), dst.nbytes());
+      return;
     }
     case DType::i32:
-      if (k != Kind::I32 && k != Kind::I64 && k != Kind::U8 && k != Kind::BOOL) refuse("I32, I64, U8, BOOL");
-      return Tensor::from_host(shape, DType::i32, read_ints(name).data(), name);
+      dst.copy_from_host(read_ints(name).data(), dst.nbytes());
+      return;
     case DType::u8: {
-      if (k != Kind::U8 && k != Kind::BOOL) refuse("U8, BOOL");
       std::vector<uint8_t> b(data_ + t.offset, data_ + t.offset + t.nbytes);
       if (k == Kind::BOOL)
         for (uint8_t& x : b) x = x != 0;
-      return Tensor::from_host(shape, DType::u8, b.data(), name);
+      dst.copy_from_host(b.data(), dst.nbytes());
+      return;
     }
   }
-  DF_FAIL(where(name) << ": unknown target dtype");
 }
 
 void SafeTensors::check_finite(const std::string& name) const {

@@ -56,6 +56,9 @@ class SafeTensors {
   //   i32  <- I32, I64, U8, BOOL       u8   <- U8, BOOL
   // When `expect` is given, the file's shape must equal it. The tensor is named after the key.
   Tensor load(const std::string& name, DType target, const std::optional<Shape>& expect = std::nullopt) const;
+  // The same conversion into an existing tensor (dst's dtype; its shape must equal the file's),
+  // for weights packed into one buffer: dst may be a rows() view of it.
+  void load_into(const std::string& name, const Tensor& dst) const;
 
   // Throws naming the file, the tensor and the first NaN or Inf (flat and multi-dim index).
   // Integer tensors always pass.
@@ -64,6 +67,8 @@ class SafeTensors {
 
  private:
   std::string where(const std::string& name) const;  // "safetensors 'file': tensor 'name'"
+  Shape file_shape(const std::string& name) const;   // at most kMaxDims dims, else an error
+  void convertible(const std::string& name, DType target) const;  // an error naming the dtypes it takes
   MappedFile file_;
   const uint8_t* data_ = nullptr;  // start of the data section
   size_t data_size_ = 0;

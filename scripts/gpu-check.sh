@@ -83,9 +83,9 @@ for s in "${steps[@]}"; do
             --test-case-exclude='a random target at Qwen3-8B dims*'
         fi
       done ;;
-    sanitize-fused)  # the target's fused norm kernels (kernels/cuda/fused_norms.cu) under all four tools
+    sanitize-fused)  # the target's fused kernels (fused_norms.cu, swiglu_halves) under all four tools
       for tool in memcheck racecheck synccheck initcheck; do
-        step "sanitize-fused-$tool" san "$tool" 200 'gpu-ops' --test-case='fused add_rmsnorm and rmsnorm_rope*'
+        step "sanitize-fused-$tool" san "$tool" 200 'gpu-ops' --test-case='fused add_rmsnorm and rmsnorm_rope*,swiglu_halves*'
       done ;;
     sanitize-spec-racecheck) step sanitize-spec-racecheck san racecheck 300 'gpu-spec' \
       --test-case='the decode ops on the GPU match*' ;;

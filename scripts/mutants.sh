@@ -293,6 +293,12 @@ mutant "rmsnorm_rope: k normed with q's weight" "-tc=*rmsnorm_rope?gives*" \
 mutant "target: the fused residual add drops its first operand" "-ts=target*" \
   'if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);' \
   'if (fuse && w) return ops::add_rmsnorm(b, b, *w, eps);'
+mutant "swiglu_halves: the halves swapped (silu of up, times gate)" "-tc=*swiglu_halves?gives*" \
+  'kernels::cpu::swiglu_forward(pg + 2 * I * r, pg + 2 * I * r + I, py + I * r, I);' \
+  'kernels::cpu::swiglu_forward(pg + 2 * I * r + I, pg + 2 * I * r, py + I * r, I);'
+mutant "target: up_proj loaded into the packed weight's gate rows" "-ts=target*" \
+  'load_into(layer_key(l, "mlp.gate_proj.weight"), p.gate);' \
+  'load_into(layer_key(l, "mlp.up_proj.weight"), p.gate);'
 
 # --- Machinery ---
 fail() {

@@ -1,4 +1,4 @@
-// The forward-only fused ops (add_rmsnorm, rmsnorm_rope) on the CPU: the unfused ops' values bit
+// The forward-only fused ops (add_rmsnorm, rmsnorm_rope, swiglu_halves) on the CPU: the unfused ops' values bit
 // for bit (their wiring: which weight goes with which tensor, rows, heads, positions), and every
 // refusal, each naming the tensors and the fix; the target's forward with them equal to its
 // unfused forward (DFLASH_TARGET_FUSION=off). Their CUDA kernels: suite gpu-ops.
@@ -114,6 +114,23 @@ TEST_SUITE("ops") {
                          doctest::Contains("one position per row"), Error);
     CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, k, wq, wk, pos, frequencies(6), 1e-6f),
                          doctest::Contains("inv_freq must be [4]"), Error);
+  }
+
+  TEST_CASE("swiglu_halves gives swiglu of each row's halves, bit for bit; refuses odd widths and gradients") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    for (Shape s : {Shape{1, 1}, Shape{3, 16}, Shape{2, 3, 10}}) {
+      INFO("gate and up " << s.str());
+      Tensor g = randn(s, 21), u = randn(s, 22);
+      Tensor y = ops::swiglu_halves(ops::concat(g, u, -1));  // rows [g | u]
+      CHECK(y.shape() == s);
+      CHECK(bitwise_equal(y.to_floats(), ops::swiglu(g, u).to_floats()));
+    }
+    CHECK_THROWS_WITH_AS(ops::swiglu_halves(randn({2, 7}, 23)), doctest::Contains("last dim must be even"), Error);
+    CHECK_THROWS_WITH_AS(ops::swiglu_halves(param({2, 8}, 24)),
+                         doctest::Contains("forward-only (no backward is recorded); fix: call it under NoGrad for a "
+                                           "frozen model, or use ops::swiglu where gradients flow"),
+                         Error);
   }
 
   TEST_CASE("the target's fused forward equals its unfused one (DFLASH_TARGET_FUSION=off); other values refused") {

@@ -313,6 +313,26 @@ TEST_SUITE("gpu-ops") {
     }
   }
 
+  TEST_CASE("swiglu_halves: CUDA swiglu's bits on the halves, and the CPU's values") {
+    REQUIRE_GPU();
+    Backends be;
+    // I = 12288: the target's width (16-byte packs); 64 rows of 24: packs, many blocks; I = 5 and 4
+    // (f32 packs of 4, bf16 one by one): the scalar path.
+    for (Shape s : {Shape{3, 12288}, Shape{64, 24}, Shape{2, 3, 5}, Shape{7, 4}}) {
+      INFO("gate and up " << s.str());
+      std::vector<In> in{rnd(Role::frozen, s, 51), rnd(Role::frozen, s, 52)};
+      const OpFn fused = [](auto& a) { return std::vector<Tensor>{ops::swiglu_halves(ops::concat(a[0], a[1], -1))}; };
+      const OpFn unfused = [](auto& a) { return std::vector<Tensor>{ops::swiglu(a[0], a[1])}; };
+      for (DType dt : {DType::f32, DType::bf16}) {
+        INFO("dtype " << std::string(dtype_name(dt)));
+        const Result a = run(be.gpu, dt, in, fused), b = run(be.gpu, dt, in, unfused);
+        REQUIRE(a.outs.size() == 1);
+        CHECK(bitwise_equal(a.outs[0], b.outs[0]));
+      }
+      check_parity(be, in, fused);
+    }
+  }
+
   TEST_CASE("concat: CUDA equals CPU along every dim, for f32, bf16 and i32") {
     REQUIRE_GPU();
     Backends be;

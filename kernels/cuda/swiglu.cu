@@ -1,4 +1,5 @@
-// SwiGLU on the GPU: y = silu(g) * u, forward (16-byte accesses where aligned) and backward
+// SwiGLU on the GPU: y = silu(g) * u, forward (16-byte accesses where aligned; also over one
+// buffer holding g and u as the halves of each row) and backward
 // (templated on each pointer's dtype, 8-element packs where aligned). The sigmoid never takes exp
 // of a positive argument, as on the CPU.
 #include "kernels/cuda/common.cuh"
@@ -82,11 +83,48 @@ __global__ void __launch_bounds__(kThreads)
     if (du) du[i] = from_float<TU>(dup(du_fresh ? 0.0f : to_float(du[i]), gi, d, s));
   }
 }
+// gu [rows, 2I] -> y [rows, I]: y[r, j] = Swiglu(gu[r, j], gu[r, I + j]), N elements an access
+// (N divides I and every row start is 16-byte aligned when N > 1).
+template <class T, int N>
+__global__ void __launch_bounds__(kThreads) swiglu_halves_kernel(const T* gu, T* y, int64_t rows, int64_t I) {
+  const int64_t per_row = I / N, n = rows * per_row;
+  const int64_t stride = int64_t(gridDim.x) * kThreads, first = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  for (int64_t i = first; i < n; i += stride) {
+    const int64_t r = i / per_row, j = (i - r * per_row) * N;
+    const Vec<T, N> vg = *reinterpret_cast<const Vec<T, N>*>(gu + r * 2 * I + j);
+    const Vec<T, N> vu = *reinterpret_cast<const Vec<T, N>*>(gu + r * 2 * I + I + j);
+    Vec<T, N> vy;
+#pragma unroll
+    for (int k = 0; k < N; ++k) vy.v[k] = from_float<T>(Swiglu{}(to_float(vg.v[k]), to_float(vu.v[k])));
+    *reinterpret_cast<Vec<T, N>*>(y + r * I + j) = vy;
+  }
+}
+
+template <class T, int N>
+void launch_swiglu_halves(const void* gu, void* y, int64_t rows, int64_t I, cudaStream_t s) {
+  constexpr auto kernel = swiglu_halves_kernel<T, N>;
+  kernel<<<grid_for<kernel>(rows * (I / N), kThreads), kThreads, 0, s>>>(static_cast<const T*>(gu),
+                                                                           static_cast<T*>(y), rows, I);
+}
 }  // namespace
 
 // g, u, y (n), one dtype.
 void swiglu_forward(const void* g, const void* u, void* y, bool bf16, int64_t n, void* stream) {
   launch_map(g, u, y, bf16, n, Swiglu{}, stream, "swiglu_forward");
+}
+
+void swiglu_halves_forward(const void* gu, void* y, bool bf16, int64_t rows, int64_t I, void* stream) {
+  if (rows == 0 || I == 0) return;
+  cudaStream_t s = as_stream(stream);
+  const int N = bf16 ? 8 : 4;  // elements in 16 bytes
+  if (aligned16(gu) && aligned16(y) && I % N == 0) {
+    if (bf16) launch_swiglu_halves<bf16_t, 8>(gu, y, rows, I, s);
+    else launch_swiglu_halves<float, 4>(gu, y, rows, I, s);
+  } else {
+    if (bf16) launch_swiglu_halves<bf16_t, 1>(gu, y, rows, I, s);
+    else launch_swiglu_halves<float, 1>(gu, y, rows, I, s);
+  }
+  check_launch("swiglu_halves_forward");
 }
 
 void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy, bool dy_bf16, void* dg, bool dg_bf16,

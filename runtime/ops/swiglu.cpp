@@ -1,4 +1,5 @@
-// swiglu: silu(gate) * up elementwise (the MLP's gated activation), with its backward.
+// swiglu: silu(gate) * up elementwise (the MLP's gated activation), with its backward; and the
+// forward-only swiglu_halves over one [.., 2I] buffer holding gate and up side by side.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
 #ifdef DFLASH_CUDA
@@ -57,6 +58,32 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
                                        bf16(du), n, s, dg_fresh, du_fresh);
 #endif
     });
+  }
+  return y;
+}
+
+Tensor swiglu_halves(const Tensor& gu) {
+  OpScope op("swiglu_halves");
+  check_float_dtype("swiglu_halves", gu, "gu");
+  DF_CHECK(gu.ndim() >= 1 && gu.shape().last() % 2 == 0,
+           "swiglu_halves: gu is " << gu.describe() << "; its last dim must be even (gate's I columns, then up's)");
+  DF_CHECK(!needs_grad({&gu}), "swiglu_halves: gu requires grad, but this op is forward-only (no backward is recorded); "
+                               "fix: call it under NoGrad for a frozen model, or use ops::swiglu where gradients flow");
+  Shape out_shape = gu.shape();
+  out_shape.d[out_shape.ndim - 1] /= 2;
+  const int64_t I = out_shape.last(), rows = I ? gu.numel() / (2 * I) : 0;
+  Tensor y = Tensor::empty(out_shape, gu.dtype());  // (..., I)
+  note_io({&gu}, {&y});
+  if (on_cpu()) {
+    const float* pg = f32(gu);
+    float* py = f32(y);
+    ctx().launch([=] {
+      for (int64_t r = 0; r < rows; ++r) kernels::cpu::swiglu_forward(pg + 2 * I * r, pg + 2 * I * r + I, py + I * r, I);
+    });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::swiglu_halves_forward(gu.raw(), y.raw(), bf16(gu), rows, I, s);
+#endif
   }
   return y;
 }
