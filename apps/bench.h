@@ -54,9 +54,6 @@ struct BenchMemory {
   std::optional<Recompute> recompute;
   int64_t chunk_rows = 1024;
   bool gemm_tuning = false;  // --gemm-tuning: time cuBLASLt's candidates per GEMM shape at startup
-  // --overlap-update[=BLOCKS] (online, CUDA; an experiment): update(i) replayed beside target(i+1)
-  // on a second stream, AdamW on at most BLOCKS blocks (0: as many as fit); -1: off.
-  int overlap_update_blocks = -1;
   std::string str() const;  // "off", "on, 4+1p forced", "on, fitted to ..."
 };
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,

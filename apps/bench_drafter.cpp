@@ -15,9 +15,6 @@
 #include "apps/bench.h"
 #include "graphs/update.h"
 #include "runtime/profile.h"
-#ifdef DFLASH_CUDA
-#include "runtime/cuda/cuda_backend.h"
-#endif
 #include "train/bucket_step.h"
 
 
@@ -228,60 +225,12 @@ std::string BenchMemory::str() const {
          (gemm_tuning ? ", GEMMs tuned" : "");
 }
 
-// Online steps with update(i) on the context's stream beside target(i+1) on a second stream: the
-// host waits for train(i) (so its inputs and the target's output may be rewritten), stages i+1,
-// queues target(i+1) on the side stream, then train(i+1) after it and update(i+1). The period of
-// a step is the time between the ends of successive trains; 3 warm-up steps are not counted.
-static std::vector<double> overlapped_online_steps(Context& ctx, const Program& target, const Program& train,
-                                            const Program& update, const BucketStep& step, const HostBatch host[3],
-                                            int steps) {
-  std::vector<double> ms;
-#ifdef DFLASH_CUDA
-  const int dev = ctx.device().index;
-  void* side = cuda_backend::create_stream(dev);
-  void* target_done = cuda_backend::create_event(dev);
-  void* train_done = cuda_backend::create_event(dev);
-  Clock::time_point last{};
-  for (int i = 0; i < steps + 4; ++i) {
-    if (i > 0) {
-      cuda_backend::synchronize_event(train_done);
-      const Clock::time_point now = Clock::now();
-      if (i > 3) ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-      last = now;
-    }
-    if (i == steps + 3) break;
-    step.stage(host[i % 3]);
-    target.replay_on(side);
-    cuda_backend::record_event(target_done, side);
-    cuda_backend::wait_event(ctx.cuda_stream(), target_done);
-    train.replay();
-    cuda_backend::record_event(train_done, ctx.cuda_stream());
-    update.replay();
-  }
-  ctx.synchronize();
-  cuda_backend::synchronize(side);
-  cuda_backend::destroy_event(train_done);
-  cuda_backend::destroy_event(target_done);
-  cuda_backend::destroy_stream(side);
-#else
-  (void)ctx, (void)target, (void)train, (void)update, (void)step, (void)host, (void)steps;
-#endif
-  return ms;
-}
-
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
                        const BenchMemory& ck, bool online) {
   const bool checkpointing = ck.on;
   DrafterBench bench(model, buckets, cuda, online, ck.chunk_rows);
-  const bool overlap = ck.overlap_update_blocks >= 0;
-  if (overlap) bench.optimizer->set_update_blocks(ck.overlap_update_blocks);
   bench.build(ck);
   const DrafterSpec& spec = bench.spec;
-  // Beside a target forward, the update must not touch the arena the target's activations live in.
-  DF_CHECK(!overlap || report_of(*bench.engine, "update").arena_bytes == 0,
-           "--overlap-update: the update program uses " << report_of(*bench.engine, "update").arena_bytes
-                                                        << " arena bytes, which the target forward beside it "
-                                                           "would overwrite");
   Context& ctx = bench.ctx;
   StartupReport report = make_startup_report(*bench.engine, 1, bench.startup_ms);
   std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), bench.dev.str().c_str(), bench.load_s,
@@ -302,19 +251,15 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     const Program* tgt = online ? &bench.engine->program(DrafterBench::target_name(b)) : nullptr;
     const Program& upd = bench.engine->program("update");
     std::vector<double> ms;
-    if (overlap) {
-      ms = overlapped_online_steps(ctx, *tgt, train, upd, *s, host, steps);
-    } else {
-      for (int i = 0; i < steps + 3; ++i) {
-        s->stage(host[i % 3]);
-        ctx.synchronize();
-        auto a = Clock::now();
-        if (tgt) tgt->replay();
-        train.replay();
-        upd.replay();
-        ctx.synchronize();
-        if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
-      }
+    for (int i = 0; i < steps + 3; ++i) {
+      s->stage(host[i % 3]);
+      ctx.synchronize();
+      auto a = Clock::now();
+      if (tgt) tgt->replay();
+      train.replay();
+      upd.replay();
+      ctx.synchronize();
+      if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
     }
     std::sort(ms.begin(), ms.end());
     double med = ms[ms.size() / 2];
@@ -327,17 +272,13 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     }
     StepResult r = s->result();
     const ProgramReport& rep = report_of(*bench.engine, DrafterBench::train_name(b));
-    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f; recompute %s%s)\n", (long long)b.seq,
+    std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f; recompute %s)\n", (long long)b.seq,
                 (long long)b.anchors, med, flops / 1e12, flops / 1e12 / (med / 1e3), double(peak) / double(1ull << 30),
-                r.loss, recompute_label(rep).c_str(),
-                overlap ? ("; update beside the next target, AdamW blocks " +
-                           (ck.overlap_update_blocks ? std::to_string(ck.overlap_update_blocks) : std::string("all")))
-                              .c_str()
-                        : "");
+                r.loss, recompute_label(rep).c_str());
     std::printf("{\"bench\":\"%s\",\"model\":\"%s\",\"device\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,"
                 "\"checkpointing\":%s,\"recomputed\":%lld,\"partially_recomputed\":%lld,\"step_ms\":%.3f,"
                 "\"tflops\":%.2f,\"startup_ms\":%.1f,\"arena_bytes\":%zu,\"persistent_bytes\":%zu,\"peak_gib\":%.3f}\n",
-                overlap ? "step-online-overlapped" : online ? "step-online" : "step", model.c_str(), bench.dev.str().c_str(), (long long)b.seq,
+                online ? "step-online" : "step", model.c_str(), bench.dev.str().c_str(), (long long)b.seq,
                 (long long)b.anchors, (long long)b.batch, checkpointing ? "true" : "false", (long long)rep.recomputed,
                 (long long)rep.partially_recomputed, med,
                 flops / 1e12 / (med / 1e3), bench.startup_ms, bench.engine->arena_bytes(), ctx.persistent_bytes(),

@@ -169,8 +169,6 @@ int main(int argc, char** argv) {
         ck.recompute = r;
       }
       else if (a == "--online") online = true;
-      else if (a == "--overlap-update") ck.overlap_update_blocks = 0;
-      else if (a.rfind("--overlap-update=", 0) == 0) ck.overlap_update_blocks = std::stoi(a.substr(17));
       else if (a == "--target") target = true;
       else if (a == "--spec") spec = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
@@ -196,11 +194,6 @@ int main(int argc, char** argv) {
       }
     }
     ck.on = checkpointing;
-    if (ck.overlap_update_blocks >= 0 && !(online && cuda && cmd == "step")) {
-      std::fprintf(stderr, "dflash-bench: --overlap-update runs an update beside the next target forward: it needs "
-                           "step --online --cuda\n");
-      return 2;
-    }
     if (ck.recompute && !ck.on) {
       std::fprintf(stderr, "dflash-bench: --recompute and --no-checkpointing contradict each other; drop one\n");
       return 2;
@@ -254,9 +247,7 @@ int main(int argc, char** argv) {
                  "                         [--gemm-tuning] (time cuBLASLt's algorithms per GEMM shape at startup)\n"
                  "                         the DFlash drafter step of ../shared/BENCH.md (--recompute: F layers\n"
                  "                         recomputed entirely, P in part, forced; else fitted to the arena)\n"
-                 "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step;\n"
-                 "                         --overlap-update[=BLOCKS]: with --online --cuda, each update runs beside the\n"
-                 "                         next step's target forward, AdamW on at most BLOCKS blocks)\n"
+                 "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
                  "                         [--no-checkpointing] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"

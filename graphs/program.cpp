@@ -47,16 +47,6 @@ void Program::replay() const {
 #endif
 }
 
-void Program::replay_on(void* stream) const {
-  DF_CHECK(ctx_, "replay of an empty program (it was never recorded)");
-  if (ctx_->device().is_cpu()) return replay();
-#ifdef DFLASH_CUDA
-  cuda_backend::graph_launch(graph_exec_, stream);
-#else
-  (void)stream;
-#endif
-}
-
 namespace {
 // Runs body between begin and end; on any error the context leaves recording cleanly.
 RecordingResult run_pass(Context& ctx, Mode mode, const std::string& name, std::vector<KernelCall>* sink,

@@ -27,9 +27,6 @@ class Program {
   // Runs the recorded kernel calls in order. CPU: on the calling thread, synchronously.
   // CUDA: launches the graph on the context's stream (asynchronous; synchronize to read).
   void replay() const;
-  // CUDA: the graph launched on `stream` instead (a program replayed beside another one; the
-  // caller orders it against the context's stream with events). CPU: replay().
-  void replay_on(void* stream) const;
 
  private:
   friend Program record_program(Context&, const std::string&, const std::function<void()>&,

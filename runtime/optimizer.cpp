@@ -156,7 +156,7 @@ void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
     void* bf = params_.flat_compute().raw();
     kernels::cuda::OptimizerArgs a{p, g, m, v, bf, n, step, lr, norm, f32(partials_), stats, grad_scale, c.max_grad_norm,
                                    c.lr, c.lr * c.min_lr_ratio, c.warmup_steps, c.total_steps,
-                                   c.beta1, c.beta2, c.eps, c.weight_decay, zero_grads_, update_blocks_};
+                                   c.beta1, c.beta2, c.eps, c.weight_decay, zero_grads_};
     kernels::cuda::optimizer_update(a, s);
   }
 #endif

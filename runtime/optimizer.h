@@ -107,15 +107,11 @@ class AdamWOptimizer {
   // Set before recording the update.
   void set_zero_grads(bool on) { zero_grads_ = on; }
   bool zero_grads() const { return zero_grads_; }
-  // CUDA, one rank: AdamW's kernel runs on at most `blocks` blocks (0: as many as fit), so that an
-  // update replayed beside another program leaves it most of the GPU. Set before recording.
-  void set_update_blocks(int blocks) { update_blocks_ = blocks; }
 
  private:
   ParameterStore& params_;
   OptimizerConfig config_;
   bool zero_grads_ = true;
-  int update_blocks_ = 0;
   Tensor m_, v_, step_, lr_, norm_, partials_;
   Tensor slice_sums_;  // f64 [world]: per-slice sums of squared gradients (update_distributed)
 };

@@ -55,8 +55,6 @@ struct OptimizerArgs {
   int64_t warmup_steps, total_steps;
   float beta1, beta2, eps, weight_decay;
   bool zero_grads = true;  // false: g is left as it is (the next backward overwrites it)
-  int max_blocks = 0;      // AdamW's grid: 0 fills the GPU; else at most this many blocks (an
-                           // update that shares the GPU with a concurrent program)
 };
 void optimizer_update(const OptimizerArgs& a, void* stream);
 void convert_f32_to_bf16(const void* src, void* dst, int64_t n, void* stream);
@@ -89,8 +87,6 @@ void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* r
 
 // swiglu.cu: y = silu(g) * u; g, u, y share a dtype.
 void swiglu_forward(const void* g, const void* u, void* y, bool bf16, int64_t n, void* stream);
-// gu [rows, 2I] (gate's I columns, then up's) -> y [rows, I], the values of swiglu_forward.
-void swiglu_halves_forward(const void* gu, void* y, bool bf16, int64_t rows, int64_t I, void* stream);
 // dg, du += their terms (either may be null); a fresh one (not yet written) is overwritten instead,
 // and may then be g (dg) or u (du) itself when of the same dtype.
 void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy, bool dy_bf16, void* dg, bool dg_bf16,

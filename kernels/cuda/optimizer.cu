@@ -168,11 +168,8 @@ void optimizer_update(const OptimizerArgs& a, void* stream) {
   const bool aligned = g_aligned && aligned16(a.p) && aligned16(a.m) && aligned16(a.v) &&
                        (reinterpret_cast<uintptr_t>(a.compute_bf16) & 7u) == 0;
   const int64_t packs = aligned ? a.n / 4 : 0;
-  if (a.n > 0) {
-    unsigned grid = grid_for<adamw_kernel>(packs > 0 ? packs : a.n, kThreads);
-    if (a.max_blocks > 0 && grid > unsigned(a.max_blocks)) grid = unsigned(a.max_blocks);
-    adamw_kernel<<<grid, kThreads, 0, s>>>(a, packs);
-  }
+  if (a.n > 0)
+    adamw_kernel<<<grid_for<adamw_kernel>(packs > 0 ? packs : a.n, kThreads), kThreads, 0, s>>>(a, packs);
   check_launch("optimizer: adamw");
 }
 

@@ -62,10 +62,6 @@ void destroy_stream(void* stream) { cudaStreamDestroy(static_cast<cudaStream_t>(
 
 void synchronize(void* stream) { check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize"); }
 
-void synchronize_event(void* event) {
-  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
-}
-
 void* create_event(int index) {
   set_device(index);
   cudaEvent_t e;

@@ -27,7 +27,6 @@ void* create_event(int index);
 void destroy_event(void* event);
 void record_event(void* event, void* stream);
 void wait_event(void* stream, void* event);  // work submitted to `stream` later waits for `event`
-void synchronize_event(void* event);         // the host waits until `event` completed
 
 // cuBLAS with a fixed workspace and math mode, so eager and captured GEMMs pick the same algorithm.
 void* create_cublas(void* stream, void* workspace, size_t workspace_bytes);
