@@ -110,11 +110,6 @@ for s in "${steps[@]}"; do
         echo \"DFLASH_TARGET_FUSION=\$f\"; DFLASH_TARGET_FUSION=\$f ./build/dflash-bench step --cuda --online \
         --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; done; \
         ./build/dflash-bench profile --cuda --target --seq=4096" ;;
-    overlap-online)  # an experiment: the online step with each update beside the next target forward,
-      # against the plain step, AdamW's grid uncapped (0) and capped at 264, 132 and 66 blocks
-      step overlap-online timeout 590 bash -c "a='--cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 \
-        --arena-gb=7'; ./build/dflash-bench step \$a || exit 1; for b in 0 132 66 264; do \
-        ./build/dflash-bench step \$a --overlap-update=\$b || exit 1; done" ;;
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
     attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \
