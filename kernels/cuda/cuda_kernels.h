@@ -87,6 +87,8 @@ void rmsnorm_backward(const void* x, const void* w, bool xw_bf16, const float* r
 
 // swiglu.cu: y = silu(g) * u; g, u, y share a dtype.
 void swiglu_forward(const void* g, const void* u, void* y, bool bf16, int64_t n, void* stream);
+// gu [rows, 2I] (gate's I columns, then up's) -> y [rows, I], the values of swiglu_forward.
+void swiglu_halves_forward(const void* gu, void* y, bool bf16, int64_t rows, int64_t I, void* stream);
 // dg, du += their terms (either may be null); a fresh one (not yet written) is overwritten instead,
 // and may then be g (dg) or u (du) itself when of the same dtype.
 void swiglu_backward(const void* g, const void* u, bool gu_bf16, const void* dy, bool dy_bf16, void* dg, bool dg_bf16,
