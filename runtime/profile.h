@@ -85,8 +85,8 @@ struct ProfileTableInput {
   // lengthens each kernel a little (the target at 4096 on the H200: 5.9 ms over its 1266 kernels),
   // which traced_ms - measured_ms shows.
   double traced_ms = 0;
-  // CUDA: the gaps between kernels inside the traced replays, per replay: the most idle time the
-  // kernels may leave unaccounted.
+  // CUDA: the gaps between kernels over the traced replays (inside graph launches and between
+  // them), per replay: the most idle time the kernels may leave unaccounted.
   double idle_bound_ms = 0;
   double visible_pairs = 0;  // attention (query, key) pairs of the profiled batch
 };

@@ -124,7 +124,13 @@ CuptiReplayTimes cupti_stop(const ProfileLog& log, int64_t replays) {
   // in start order, follow its program's capture order (one stream): the fallback when a
   // record's node id is not in the map.
   std::map<uint32_t, std::vector<const Record*>> launches;
-  for (const Record& r : recs) launches[r.correlation].push_back(&r);
+  uint64_t first_start = UINT64_MAX, last_end = 0;
+  for (const Record& r : recs) {
+    launches[r.correlation].push_back(&r);
+    first_start = std::min(first_start, r.start);
+    last_end = std::max(last_end, r.end);
+  }
+  if (!recs.empty()) t.span_ms = double(last_end - first_start) / 1e6;
   for (auto& [corr, group] : launches) {
     std::sort(group.begin(), group.end(), [](const Record* a, const Record* b) { return a->start < b->start; });
     const std::vector<int64_t>* order = nullptr;
@@ -132,13 +138,11 @@ CuptiReplayTimes cupti_stop(const ProfileLog& log, int64_t replays) {
     for (const auto& [program, calls] : log.capture_orders())
       if (calls.size() == group.size()) order = &calls, ++matches;
     if (matches != 1) order = nullptr;  // only a program identified by its node count
-    uint64_t first = group.front()->start, last = 0;
     for (size_t i = 0; i < group.size(); ++i) {
       const Record& r = *group[i];
       const double ms = double(r.end - r.start) / 1e6;
       t.records += 1;
       t.busy_ms += ms;
-      last = std::max(last, r.end);
       auto it = log.node_calls().find(r.node);
       if (it != log.node_calls().end()) {
         t.call_ms[size_t(it->second)] += ms;
@@ -151,7 +155,6 @@ CuptiReplayTimes cupti_stop(const ProfileLog& log, int64_t replays) {
           t.unattributed_example = r.name + " (graph node " + std::to_string(r.node) + ")";
       }
     }
-    t.span_ms += double(last - first) / 1e6;
   }
   (void)replays;
   return t;

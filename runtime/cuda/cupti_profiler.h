@@ -13,7 +13,9 @@ namespace dflash {
 struct CuptiReplayTimes {
   std::vector<double> call_ms;  // per call of the log, summed over the collected replays
   double busy_ms = 0;           // all kernels and memsets, summed
-  double span_ms = 0;           // first start to last end, summed over the replays' own spans
+  // First start to last end over every record collected: a replay of several programs (a decode
+  // round) leaves gaps between its graph launches, which the time it is held to includes.
+  double span_ms = 0;
   int64_t records = 0;          // kernels + memsets + memcpys seen
   int64_t unattributed = 0;     // records whose graph node maps to no call
   int64_t by_order = 0;         // records attributed by their position in the launch
@@ -28,7 +30,6 @@ bool cupti_available();
 void cupti_track_graph_nodes();
 
 // Starts collecting activity records; stop() flushes and attributes them through log's node map.
-// Spans: one graph launch is one correlation id; its span is its first start to its last end.
 void cupti_start();
 CuptiReplayTimes cupti_stop(const ProfileLog& log, int64_t replays);
 
