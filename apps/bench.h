@@ -39,10 +39,12 @@ double target_forward_flops(const TargetSpec& spec, int64_t B, int64_t S, int64_
 // The profiler's measuring part (apps/bench_profile.cpp): CUPTI graph-node tracking must start
 // before recording; profile_replays times `replay` (which launches `programs`) and prints the
 // table; false when CUPTI missed kernels or the kernels do not account for the replay.
+// replay_waits: `replay` waits for the device itself (a decode round), so its replays cannot be
+// submitted ahead of a held stream and are timed with the host's part between them.
 void profile_track_graph_nodes();
 bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector<std::string>& programs,
                      const std::function<void()>& replay, int replays, double visible_pairs, const std::string& title,
-                     const std::string& summary_json);
+                     const std::string& summary_json, bool replay_waits = false);
 
 // What the drafter benchmarks trade memory for: checkpointing off; or fitted to the arena, which
 // may grow to arena_gb GiB when > 0 so fewer layers recompute (runtime.arena_gb); or, for

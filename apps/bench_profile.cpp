@@ -24,22 +24,26 @@ void profile_track_graph_nodes() {
 
 bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector<std::string>& programs,
                      const std::function<void()>& replay, int replays, double visible_pairs, const std::string& title,
-                     const std::string& summary_json) {
+                     const std::string& summary_json, bool replay_waits) {
   using Clock = std::chrono::steady_clock;
+  (void)replay_waits;  // CUDA only
   for (int i = 0; i < 3; ++i) replay();  // warm-up
   ctx.synchronize();
   for (ProfiledCall& c : log.calls()) c.cpu_ms = 0, c.cpu_runs = 0;
   std::vector<double> measured;
 #ifdef DFLASH_CUDA
-  // The step's own time: the replays queued back to back, timed without CUPTI (its activity
-  // tracing slows the launch of a graph of many small kernels, 2 ms more for the ~2800 nodes of a
-  // decode step, and lengthens each kernel a little) and averaged, so that the launch of one
-  // overlaps the run of the one before, as in a run (a replay that waits for the device is timed
-  // with its wait).
+  // The step's own time: the replays submitted while the stream is held, so they run back to
+  // back with no host launch latency in the time (CUPTI's tracing lengthens the launch of a graph
+  // of many small kernels), timed without CUPTI (which also lengthens each kernel a little) and
+  // averaged. Replays that wait for the device are timed as they run, waits included.
   CuptiReplayTimes ct;
+  auto timed = [&](const std::function<void()>& submit) {
+    return replay_waits ? cuda_backend::time_ms(ctx.cuda_stream(), submit)
+                        : cuda_backend::time_ms_submitted_ahead(ctx.cuda_stream(), submit);
+  };
   if (cuda) {
     ctx.synchronize();
-    measured.push_back(cuda_backend::time_ms(ctx.cuda_stream(), [&] {
+    measured.push_back(timed([&] {
                          for (int i = 0; i < replays; ++i) replay();
                        }) /
                        double(replays));
@@ -47,11 +51,12 @@ bool profile_replays(Context& ctx, ProfileLog& log, bool cuda, const std::vector
     cupti_start();
   }
 #endif
-  // Traced, the replays are queued back to back too and timed: the time the kernels must add up to.
+  // Traced, the replays are submitted ahead and timed in the same way: the time the kernels and
+  // the gaps between them must add up to.
   double traced_ms = 0;
 #ifdef DFLASH_CUDA
   if (cuda)
-    traced_ms = cuda_backend::time_ms(ctx.cuda_stream(), [&] {
+    traced_ms = timed([&] {
                   for (int i = 0; i < replays; ++i) replay();
                 }) /
                 double(replays);

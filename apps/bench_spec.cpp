@@ -147,7 +147,7 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
       ok = profile_replays(decoder.context(), log, cuda, {"spec/draft", "spec/verify"},
                            [&] { decoder.replay_round(); }, reps, 0.0,
                            "profile: one round (drafter block + verify), " + where,
-                           std::string(summary) + "\"round\"") &&
+                           std::string(summary) + "\"round\"", /*replay_waits=*/true) &&
            ok;
     }
     return ok ? 0 : 1;

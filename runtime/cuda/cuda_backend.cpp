@@ -4,6 +4,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "runtime/error.h"
 
 namespace dflash::cuda_backend {
@@ -187,6 +191,35 @@ void graph_launch(void* exec, void* stream) {
 
 void graph_destroy(void* exec) {
   if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
+
+namespace {
+// Held by a host function on the stream until `released` (or 30 s, so a submission that cannot
+// finish while the stream waits does not hang: it is then timed with its latency).
+void CUDART_CB hold_until_released(void* released) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!static_cast<std::atomic<bool>*>(released)->load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+}
+}  // namespace
+
+double time_ms_submitted_ahead(void* stream, const std::function<void()>& submit) {
+  auto st = static_cast<cudaStream_t>(stream);
+  std::atomic<bool> released{false};
+  check(cudaLaunchHostFunc(st, hold_until_released, &released), "cudaLaunchHostFunc");
+  double ms = 0;
+  try {
+    ms = time_ms(stream, [&] {
+      submit();
+      released.store(true, std::memory_order_release);
+    });
+  } catch (...) {
+    released.store(true, std::memory_order_release);
+    cudaStreamSynchronize(st);
+    throw;
+  }
+  return ms;
 }
 
 double time_ms(void* stream, const std::function<void()>& submit) {
