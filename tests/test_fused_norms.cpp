@@ -5,7 +5,11 @@
 #include <cstdlib>
 #include <optional>
 
+#include <map>
+
+#include "graphs/program.h"
 #include "runtime/autograd.h"
+#include "runtime/profile.h"
 #include "tests/target_fixtures.h"
 #include "tests/test_util.h"
 
@@ -159,5 +163,37 @@ TEST_SUITE("ops") {
     FusionEnv bad("maybe");
     CHECK_ERROR(t.features(Tensor::from_ints({1, 4}, {1, 2, 3, 4}, "ids")),
                 "DFLASH_TARGET_FUSION=maybe is neither on nor off");
+  }
+
+  TEST_CASE("DFLASH_TARGET_FUSION decides which ops the target's recorded forward runs") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    TempDir tmp;
+    Target t(make_target(tmp, "t-ops", "qwen3"), {0, 2}, 16);  // layers 0..2 run
+    const Tensor ids = Tensor::from_ints({1, 8}, random_ids(8, 48, 9), "ids");
+    const Tensor out = Tensor::persistent({1, 8, 2 * 32}, DType::f32, "features");
+    auto op_counts = [&](const char* fusion) {
+      FusionEnv env(fusion);
+      auto body = [&] { ops::copy_(out, t.features(ids)); };
+      ctx.reserve_arena(plan_program(ctx, "features", body).arena_bytes);
+      ProfileLog log;
+      ctx.attach_profile(&log);
+      Program p = record_program(ctx, "features", body);
+      ctx.attach_profile(nullptr);
+      std::map<std::string, int> n;
+      for (const ProfiledCall& c : log.calls()) ++n[c.op];
+      return n;
+    };
+    // Three layers: 2 fused add+norms each but the last layer's second (nothing norms its output).
+    std::map<std::string, int> on = op_counts(nullptr), off = op_counts("off");
+    CHECK(on["swiglu_halves"] == 3);
+    CHECK(on["rmsnorm_rope"] == 3);
+    CHECK(on["add_rmsnorm"] == 5);
+    CHECK(on["swiglu"] == 0);
+    CHECK(on["rope"] == 0);
+    CHECK(off["swiglu_halves"] + off["rmsnorm_rope"] + off["add_rmsnorm"] == 0);
+    CHECK(off["swiglu"] == 3);
+    CHECK(off["rope"] == 6);
+    CHECK(off["add"] == 6);
   }
 }
