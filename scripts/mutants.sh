@@ -299,6 +299,9 @@ mutant "swiglu_halves: the halves swapped (silu of up, times gate)" "-tc=*swiglu
 mutant "target: up_proj loaded into the packed weight's gate rows" "-ts=target*" \
   'load_into(layer_key(l, "mlp.gate_proj.weight"), p.gate);' \
   'load_into(layer_key(l, "mlp.up_proj.weight"), p.gate);'
+mutant "safetensors load_into: a view of the wrong shape accepted" "-tc=*load_into*" \
+  'DF_CHECK(dst.shape() == shape, where(name)' \
+  'DF_CHECK(true, where(name)'
 mutant "DFLASH_TARGET_FUSION=off ignored (the A/B runs the fused ops twice)" "-tc=*DFLASH_TARGET_FUSION?decides*" \
   'return v == "on";' \
   'return true;'

@@ -206,6 +206,25 @@ TEST_SUITE("safetensors") {
     CHECK(contains(msg, "tensor 'model.w': no such tensor; the file has 5 tensors ('big', 'five', 'huge', 'ids', 'w')"));
   }
 
+  TEST_CASE("load_into fills a rows() view in place, leaving the rest, and refuses a wrong shape or dtype") {
+    CpuRuntime rt;
+    TempDir dir("st");
+    std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1, -2, -3};
+    fs::path p = dir / "parts.safetensors";
+    write_safetensors(p, {{"a", "F32", {2, 3}, a.data()}, {"b", "F32", {1, 3}, b.data()}});
+    SafeTensors st(p);
+    Tensor packed = Tensor::from_floats({4, 3}, std::vector<float>(12, 9.0f));  // rows: a, a, b, untouched
+    st.load_into("a", packed.rows(0, 2));
+    st.load_into("b", packed.rows(2, 3));
+    CHECK(packed.to_floats() == std::vector<float>{1, 2, 3, 4, 5, 6, -1, -2, -3, 9, 9, 9});
+    std::string msg = error_of([&] { st.load_into("a", packed.rows(0, 3)); });
+    CHECK(contains(msg, p.string()));
+    CHECK(contains(msg, "tensor 'a' has shape [2,3] but [3,3] was expected"));
+    CHECK_THROWS_WITH_AS(st.load_into("a", Tensor::from_ints({2, 3}, std::vector<int32_t>(6, 0))),
+                         doctest::Contains("is F32 and cannot be loaded as i32"), Error);
+    CHECK(packed.to_floats() == std::vector<float>{1, 2, 3, 4, 5, 6, -1, -2, -3, 9, 9, 9});  // refused: nothing written
+  }
+
   TEST_CASE("check_finite names the file, tensor and first bad index") {
     TempDir dir("st");
     std::vector<float> f = {1.0f, 2.0f, 3.0f, NAN, INFINITY, 0.0f};
