@@ -10,114 +10,13 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/optimizer.h"
-#include "tests/gpu_test_util.h"
-#include "tests/test_util.h"
+#include "tests/gpu_op_harness.h"
 
 using namespace dflash;
 using namespace dflash::test;
+using namespace dflash::test::gpu_ops;
 
 namespace {
-
-std::vector<float> host_values(const Tensor& t) {
-  if (t.dtype() == DType::f32 || t.dtype() == DType::bf16) return t.to_floats();
-  std::vector<int32_t> iv = t.to_ints();
-  return std::vector<float>(iv.begin(), iv.end());
-}
-
-// One input of an op under test. Float inputs are rounded to the dtype under test first, so both
-// backends see the same values; on the CPU they are f32, on CUDA of that dtype.
-enum class Role { frozen, trainable, nonleaf, ints, f32_frozen };
-struct In {
-  Shape shape;
-  Role role;
-  std::vector<float> f;
-  std::vector<int32_t> i;
-};
-In rnd(Role role, const Shape& s, uint64_t seed, float scale = 1.0f) {
-  return {s, role, random_floats(size_t(s.numel()), seed, scale), {}};
-}
-In ints(const Shape& s, std::vector<int32_t> v) { return {s, Role::ints, {}, std::move(v)}; }
-In f32c(const Shape& s, std::vector<float> v) { return {s, Role::f32_frozen, std::move(v), {}}; }
-
-using OpFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-struct Result {
-  std::vector<std::vector<float>> outs, grads;  // every output; the gradient of every trainable input
-};
-
-// Runs f forward, then backward from seeded random gradients (in each output's dtype) for every
-// output that requires grad. A nonleaf input is a trainable leaf seen through scale(x, 1), so the
-// op's backward accumulates into a gradient of the input's own dtype.
-Result run(Context& ctx, DType dt, const std::vector<In>& ins, const OpFn& f, uint64_t seed = 99) {
-  ContextScope scope(ctx);
-  DType float_dtype = ctx.device().is_cpu() ? DType::f32 : dt;
-  std::vector<Tensor> leaves, args;
-  for (const In& in : ins) {
-    Tensor t = in.role == Role::ints         ? Tensor::from_ints(in.shape, in.i)
-               : in.role == Role::f32_frozen ? Tensor::from_floats(in.shape, in.f)
-                                             : make_float(in.shape, round_to(dt, in.f), float_dtype);
-    if (in.role == Role::trainable || in.role == Role::nonleaf) t.set_requires_grad(true);
-    leaves.push_back(t);
-    args.push_back(in.role == Role::nonleaf ? ops::scale(t, 1.0f) : t);
-  }
-  std::vector<Tensor> ys = f(args);
-  Result r;
-  std::vector<Tensor> with_grad, seeds;
-  for (size_t k = 0; k < ys.size(); ++k) {
-    r.outs.push_back(host_values(ys[k]));
-    if (!ys[k].requires_grad()) continue;
-    with_grad.push_back(ys[k]);
-    seeds.push_back(make_float(ys[k].shape(), round_to(dt, random_floats(size_t(ys[k].numel()), seed + k)), ys[k].dtype()));
-  }
-  if (!with_grad.empty()) run_backward(with_grad, seeds);
-  for (const Tensor& t : leaves)
-    if (t.requires_grad()) r.grads.push_back(t.grad().to_floats());
-  return r;
-}
-
-double tolerance(DType dt) { return dt == DType::f32 ? 1e-5 : 2e-2; }
-
-void check_close(const Result& gpu, const Result& cpu, double tol) {
-  REQUIRE(gpu.outs.size() == cpu.outs.size());
-  REQUIRE(gpu.grads.size() == cpu.grads.size());
-  for (size_t k = 0; k < gpu.outs.size(); ++k) {
-    INFO("output " << k << ": relative error " << rel_err(gpu.outs[k], cpu.outs[k]));
-    CHECK(rel_err(gpu.outs[k], cpu.outs[k]) <= tol);
-  }
-  for (size_t k = 0; k < gpu.grads.size(); ++k) {
-    INFO("gradient of trainable input " << k << ": relative error " << rel_err(gpu.grads[k], cpu.grads[k]));
-    CHECK(rel_err(gpu.grads[k], cpu.grads[k]) <= tol);
-  }
-}
-
-// CUDA against CPU in f32 (tolerance 1e-5) and bf16 (2e-2), relative to the largest magnitude.
-void check_parity(Backends& be, const std::vector<In>& ins, const OpFn& f) {
-  for (DType dt : {DType::f32, DType::bf16}) {
-    INFO("dtype " << std::string(dtype_name(dt)));
-    check_close(run(be.gpu, dt, ins, f), run(be.cpu, dt, ins, f), tolerance(dt));
-  }
-}
-
-bool identical(const Result& a, const Result& b) {
-  if (a.outs.size() != b.outs.size() || a.grads.size() != b.grads.size()) return false;
-  for (size_t k = 0; k < a.outs.size(); ++k)
-    if (!bitwise_equal(a.outs[k], b.outs[k])) return false;
-  for (size_t k = 0; k < a.grads.size(); ++k)
-    if (!bitwise_equal(a.grads[k], b.grads[k])) return false;
-  return true;
-}
-
-std::vector<int32_t> random_ids(size_t n, int32_t V, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = int32_t(rng() % uint64_t(V));
-  return v;
-}
-
-std::vector<float> inv_freq(int64_t hd) {
-  std::vector<float> f(size_t(hd / 2));
-  for (int64_t i = 0; i < hd / 2; ++i) f[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));
-  return f;
-}
 
 // Labels with every 7th row ignored (-1), weights with every 5th row 0, normalised.
 std::pair<std::vector<int32_t>, std::vector<float>> ce_batch(int64_t R, int64_t V, uint64_t seed) {
@@ -248,88 +147,6 @@ TEST_SUITE("gpu-ops") {
                            f32c({c.hd / 2}, inv_freq(c.hd))};
         check_parity(be, in, [](auto& a) { return std::vector<Tensor>{ops::rope(a[0], a[1], a[2])}; });
       }
-    }
-  }
-
-  TEST_CASE("fused add_rmsnorm and rmsnorm_rope: the unfused CUDA ops' bits, and the CPU's values") {
-    REQUIRE_GPU();
-    Backends be;
-    auto same_bits = [&](const std::vector<In>& in, const OpFn& fused, const OpFn& unfused) {
-      for (DType dt : {DType::f32, DType::bf16}) {
-        INFO("dtype " << std::string(dtype_name(dt)));
-        const Result a = run(be.gpu, dt, in, fused), b = run(be.gpu, dt, in, unfused);
-        REQUIRE(a.outs.size() == b.outs.size());
-        for (size_t k = 0; k < a.outs.size(); ++k) CHECK(bitwise_equal(a.outs[k], b.outs[k]));
-      }
-      check_parity(be, in, fused);
-    };
-    // D = 4096: 16 packs a lane (bf16); 128, 64: one to four; 40: the unfused fallback (5 packs of 8);
-    // 1000 rows: many blocks and a partial last one. f32 at 4096 (32 packs a lane) falls back too.
-    for (Shape xs : {Shape{3, 4096}, Shape{5, 128}, Shape{1000, 64}, Shape{7, 40}, Shape{2, 3, 256}}) {
-      INFO("x " << xs.str());
-      const int64_t D = xs.last();
-      std::vector<float> w = random_floats(size_t(D), 41, 0.2f);
-      for (float& x : w) x += 1.0f;
-      std::vector<In> in{rnd(Role::frozen, xs, 42), rnd(Role::frozen, xs, 43), In{{D}, Role::frozen, w, {}}};
-      same_bits(
-          in,
-          [](auto& a) {
-            ops::AddRmsnorm r = ops::add_rmsnorm(a[0], a[1], a[2], 1e-6f);
-            return std::vector<Tensor>{r.sum, r.normed};
-          },
-          [](auto& a) {
-            Tensor r = ops::add(a[0], a[1]);
-            return std::vector<Tensor>{r, ops::rmsnorm(r, a[2], 1e-6f)};
-          });
-    }
-    struct Case {
-      int64_t B, L, hq, hk, hd;
-    };
-    // hd 128 / 64: fused (16 / 8 lanes a head in bf16); 40 heads: a partial last round of heads;
-    // hd 96 (12 packs) and hd 8 in bf16 (one pack): the unfused fallback; hd 8 in f32: 2 lanes.
-    for (Case c : {Case{2, 5, 4, 2, 128}, Case{1, 9, 32, 8, 128}, Case{1, 7, 3, 1, 64}, Case{1, 4, 2, 1, 96},
-                   Case{2, 3, 2, 2, 8}}) {
-      INFO("B " << c.B << " L " << c.L << " heads " << c.hq << "/" << c.hk << " hd " << c.hd);
-      std::vector<int32_t> pos = random_ids(size_t(c.B * c.L), 32768, 44);
-      pos[0] = 0;
-      std::vector<float> wq = random_floats(size_t(c.hd), 45, 0.2f), wk = random_floats(size_t(c.hd), 46, 0.2f);
-      for (float& x : wq) x += 1.0f;
-      std::vector<In> in{rnd(Role::frozen, {c.B, c.L, c.hq, c.hd}, 47),
-                         rnd(Role::frozen, {c.B, c.L, c.hk, c.hd}, 48),
-                         In{{c.hd}, Role::frozen, wq, {}},
-                         In{{c.hd}, Role::frozen, wk, {}},
-                         ints({c.B, c.L}, pos),
-                         f32c({c.hd / 2}, inv_freq(c.hd))};
-      same_bits(
-          in,
-          [](auto& a) {
-            ops::RopedQK r = ops::rmsnorm_rope(a[0], a[1], a[2], a[3], a[4], a[5], 1e-6f);
-            return std::vector<Tensor>{r.q, r.k};
-          },
-          [](auto& a) {
-            return std::vector<Tensor>{ops::rope(ops::rmsnorm(a[0], a[2], 1e-6f), a[4], a[5]),
-                                       ops::rope(ops::rmsnorm(a[1], a[3], 1e-6f), a[4], a[5])};
-          });
-    }
-  }
-
-  TEST_CASE("swiglu_halves: CUDA swiglu's bits on the halves, and the CPU's values") {
-    REQUIRE_GPU();
-    Backends be;
-    // I = 12288: the target's width (16-byte packs); 64 rows of 24: packs, many blocks; I = 5 and 4
-    // (f32 packs of 4, bf16 one by one): the scalar path.
-    for (Shape s : {Shape{3, 12288}, Shape{64, 24}, Shape{2, 3, 5}, Shape{7, 4}}) {
-      INFO("gate and up " << s.str());
-      std::vector<In> in{rnd(Role::frozen, s, 51), rnd(Role::frozen, s, 52)};
-      const OpFn fused = [](auto& a) { return std::vector<Tensor>{ops::swiglu_halves(ops::concat(a[0], a[1], -1))}; };
-      const OpFn unfused = [](auto& a) { return std::vector<Tensor>{ops::swiglu(a[0], a[1])}; };
-      for (DType dt : {DType::f32, DType::bf16}) {
-        INFO("dtype " << std::string(dtype_name(dt)));
-        const Result a = run(be.gpu, dt, in, fused), b = run(be.gpu, dt, in, unfused);
-        REQUIRE(a.outs.size() == 1);
-        CHECK(bitwise_equal(a.outs[0], b.outs[0]));
-      }
-      check_parity(be, in, fused);
     }
   }
 
