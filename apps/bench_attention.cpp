@@ -200,6 +200,20 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     if (m == 2) decoupled_same = to_bytes(dk) == shared_dk && to_bytes(dv) == shared_dv;
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
+  // v2's query-side kernels (forward, dq) in each mode, forced (DFLASH_ATTENTION_QUERY): ws runs
+  // lockstep's products in lockstep's order, so out, lse and dq must be lockstep's bits.
+  const char* qmodes[2] = {"lockstep", "ws"};
+  std::vector<uint8_t> q_bits[2][3];
+  for (int m = 0; m < 2; ++m) {
+    setenv("DFLASH_ATTENTION_QUERY", qmodes[m], 1);
+    forward(2, out2, lse2);
+    zero_grads();
+    backward(2, out1, lse1);
+    cuda_backend::synchronize(stream);
+    q_bits[m][0] = to_bytes(out2), q_bits[m][1] = to_bytes(lse2), q_bits[m][2] = to_bytes(dq);
+  }
+  unsetenv("DFLASH_ATTENTION_QUERY");
+  const bool ws_same = q_bits[1][0] == q_bits[0][0] && q_bits[1][1] == q_bits[0][1] && q_bits[1][2] == q_bits[0][2];
 
   // Timing: warm-up, then the median of reps event-timed calls per version.
   Timing t[3] = {};
@@ -223,6 +237,18 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     bwd_mode_ms[m] = median(b);
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
+  Timing tq[2] = {};
+  for (int m = 0; m < 2; ++m) {
+    setenv("DFLASH_ATTENTION_QUERY", qmodes[m], 1);
+    forward(2, out2, lse2), backward(2, out2, lse2);
+    std::vector<double> f, b;
+    for (int i = 0; i < reps; ++i) {
+      f.push_back(cuda_backend::time_ms(stream, [&] { forward(2, out2, lse2); }));
+      b.push_back(cuda_backend::time_ms(stream, [&] { backward(2, out2, lse2); }));
+    }
+    tq[m] = {median(f), median(b)};
+  }
+  unsetenv("DFLASH_ATTENTION_QUERY");
   const double tf = flops * 1e-9, tb = 2.5 * flops * 1e-9;  // GFLOP per ms = TFLOP/s
   std::printf("\nshape: batch %lld, seq %lld, anchors %lld (bs %lld, %lld query rows), heads %lld, kv heads %lld, "
               "head dim %lld; forward %.1f GFLOP, backward %.1f GFLOP (counted)\n",
@@ -239,18 +265,25 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     std::printf("v2 %-9s %9s %12s %12.3f %12.1f   (dk/dv forced %s; dk, dv vs v1 %.2e%s)\n", modes[m], "", "",
                 bwd_mode_ms[m], tb / bwd_mode_ms[m], modes[m], d_mode[m],
                 m == 2 ? (decoupled_same ? "; same bits as shared" : "; BITS DIFFER FROM SHARED") : "");
+  for (int m = 0; m < 2; ++m)
+    std::printf("v2 %-9s %12.3f %12.1f %12.3f %12.1f   (forward and dq forced %s%s)\n", qmodes[m], tq[m].fwd_ms,
+                tf / tq[m].fwd_ms, tq[m].bwd_ms, tb / tq[m].bwd_ms, qmodes[m],
+                m == 1 ? (ws_same ? "; out, lse, dq: lockstep's bits" : "; BITS DIFFER FROM LOCKSTEP") : "");
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
               "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,"
+              "\"v2_fwd_lockstep_ms\":%.4f,\"v2_fwd_ws_ms\":%.4f,\"v2_bwd_lockstep_ms\":%.4f,\"v2_bwd_ws_ms\":%.4f,"
+              "\"ws_same_bits\":%s,"
               "\"diff_out\":%.3e,\"diff_dq\":%.3e,"
               "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
-              t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], d_out, d_dq, d_dk, d_dv,
+              t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], tq[0].fwd_ms, tq[1].fwd_ms,
+              tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", d_out, d_dq, d_dk, d_dv,
               same_bits ? "true" : "false");
   const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
-                  d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && decoupled_same;
-  if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, or is not deterministic\n");
+                  d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && decoupled_same && ws_same;
+  if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, is not deterministic, or a mode's bits differ\n");
   return ok ? 0 : 1;
 }
 

@@ -7,6 +7,7 @@
 # racecheck-dkdv (the dk/dv kernel in its three modes on two small cases of the version test; a
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
 # memcheck, racecheck, synccheck and initcheck, one step each),
+# sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
 # synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
@@ -70,6 +71,20 @@ for s in "${steps[@]}"; do
     racecheck-dkdv) step racecheck-dkdv san racecheck 300 'gpu-attention' \
       --test-case='CUDA kernel versions 1 and 2 agree*' --subcase='B 2? S 1100*,hd 64 with two chunks*' ;;
     synccheck) step synccheck san synccheck 560 'gpu-sanitize,gpu-attention,gpu-misc' ;;
+    sanitize-ws)  # the query side's ws mode (producer warpgroup, mbarrier ring, ping-pong turns) under all four
+      # tools, on the ws test's two smaller subcases (a doctest filter splits at commas, hence "?")
+      for tool in memcheck racecheck synccheck initcheck; do
+        step "sanitize-ws-$tool" san "$tool" 300 'gpu-attention' --test-case='*query side in the ws mode*' \
+          --subcase='B 2? S 1100*,hd 64? GQA 1*'
+      done ;;
+    query-ab)  # the query side's modes (DFLASH_ATTENTION_QUERY) in the step, interleaved in one call: qwen3-8b
+      # 4096:512 (lockstep, ws, lockstep, ws), the online step with --arena-gb=7 and 65536:512 (lockstep, ws)
+      step query-ab timeout 590 bash -c "for m in lockstep ws lockstep ws; do echo \"DFLASH_ATTENTION_QUERY=\$m\"; \
+        DFLASH_ATTENTION_QUERY=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20 \
+        || exit 1; done; for m in lockstep ws; do echo \"DFLASH_ATTENTION_QUERY=\$m\"; DFLASH_ATTENTION_QUERY=\$m \
+        ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
+        DFLASH_ATTENTION_QUERY=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=65536:512 --steps=5 \
+        || exit 1; done" ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;
     sanitize-spec)  # the decode kernels (cached attention, argmax, acceptance, row copies) under all four tools;
       # excluded by test case: the Qwen3-8B-sized random target (minutes under a sanitizer; the golden and

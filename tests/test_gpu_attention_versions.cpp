@@ -2,7 +2,7 @@
 // 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2, 4, 8,
 // hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits twice;
 // fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes against
-// each other bit for bit. Suite "gpu-attention": it needs a GPU and fails without one.
+// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise. Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cstdlib>
 #include <string>
@@ -210,6 +210,67 @@ TEST_SUITE("gpu-attention") {
       CHECK(bitwise_equal(r.dk3, r.dk));
       CHECK(bitwise_equal(r.dv3, r.dv));
     }
+  }
+
+  TEST_CASE("version 2's query side in the ws mode (producer warpgroup, ping-pong) gives the lockstep mode's bits") {
+    REQUIRE_GPU();
+    struct QueryMode {
+      explicit QueryMode(const char* mode) { setenv("DFLASH_ATTENTION_QUERY", mode, 1); }
+      ~QueryMode() { unsetenv("DFLASH_ATTENTION_QUERY"); }
+    };
+    // The same products in the same order: out, lse and dq (added to and fresh) equal bit for bit;
+    // dk and dv do not depend on the mode. Then ws against version 1 as the other modes are.
+    auto ws_is_lockstep = [](const Case& c, uint64_t seed) {
+      INFO(c.describe());
+      const Data d = make_data(c, seed);
+      KernelResult lockstep, ws;
+      {
+        QueryMode forced("lockstep");
+        lockstep = run_kernels(c, d, 2);
+      }
+      {
+        QueryMode forced("ws");
+        ws = run_kernels(c, d, 2);
+      }
+      CHECK(all_finite(ws.out));
+      CHECK(bitwise_equal(ws.out, lockstep.out));
+      CHECK(bitwise_equal(ws.lse, lockstep.lse));
+      CHECK(bitwise_equal(ws.dq, lockstep.dq));
+      CHECK(bitwise_equal(ws.dq2, lockstep.dq2));
+      CHECK(bitwise_equal(ws.dq3, lockstep.dq3));
+      CHECK(bitwise_equal(ws.dk, lockstep.dk));
+      QueryMode forced("ws");
+      check_versions(c, seed);
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
+      ws_is_lockstep({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)},
+                     700);
+    }
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors (warpgroups skip tiles)") {
+      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+      ws_is_lockstep(c, 705);
+      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      shuffled.keep[10] = 0;
+      ws_is_lockstep(shuffled, 706);
+    }
+    SUBCASE("hd 64, GQA 1 (8 blocks per CTA), one tile (fewer than the ring), S = 0, every block dropped") {
+      ws_is_lockstep({2, 1500, 40, 16, 8, 2, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)}, 710);
+      ws_is_lockstep({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)}, 711);
+      ws_is_lockstep({1, 40, 2, 16, 8, 2, 128, 64, {20, 7}, {1, 1}}, 712);
+      ws_is_lockstep({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 713);
+      ws_is_lockstep({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 714);
+    }
+  }
+
+  TEST_CASE("DFLASH_ATTENTION_QUERY other than lockstep or ws is refused with the choices") {
+    REQUIRE_GPU();
+    const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
+    const Data d = make_data(c, 720);
+    setenv("DFLASH_ATTENTION_QUERY", "pingpong", 1);
+    CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
+                         std::runtime_error);
+    unsetenv("DFLASH_ATTENTION_QUERY");
   }
 }
 

@@ -41,11 +41,12 @@ __global__ void delta_kernel(const bf16_t* out, const bf16_t* dout, float* delta
 
 // ---- Backward: dq ----
 
-// Q, dO [2 warpgroups], then kDqStages pairs of K and V tiles, of [64][HDP].
+// Q, dO [2 warpgroups], then kDqStages pairs of K and V tiles, of [64][HDP]; the ws mode's ring
+// barriers after them.
 constexpr int kDqStages = 4;
 template <int HDP>
 constexpr int dq_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * (4 + 2 * kDqStages);
+  return 1024 + int(tile_bytes(kRows, HDP)) * (4 + 2 * kDqStages) + 16 * kDqStages;
 }
 
 // The query side as in the forward. Per warpgroup, the key tiles it sees in halves of 32 keys (to
@@ -58,17 +59,27 @@ constexpr int dq_smem_bytes() {
 // for its pending product; a pending product is finished before a tile the warpgroup skips (whose
 // barrier may reuse older buffers) and at the end. dq += scale * dq_acc, each element by one
 // thread.
-template <int HDP>
-__global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
+// WS (the ws mode, dflash_attention_sm90.cuh): a producer warpgroup stages the K/V tile pairs into the
+// ring; each half takes one turn (a skipped tile its two turns, issuing at most the pending
+// product); tiles before t are released once the pending product of tile t-1 is done (half 0 of
+// tile t, or a skipped tile t). The products and their order are the lockstep mode's.
+template <int HDP, bool WS>
+__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) dq_kernel(const Params p) {
   constexpr int KS = HDP / 16, NO = HDP / 2;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sO = sQ + 2 * TB, sK = sO + 2 * TB,
-                 sV = sK + kDqStages * TB;
+                 sV = sK + kDqStages * TB, bars = sV + kDqStages * TB;
   const Geometry& G = p.G;
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd);
   const QueryCta c = query_cta(p);
+  if constexpr (WS) {
+    if (tid == 0) init_ring(bars, kDqStages);
+    __syncthreads();
+    if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, sK, sV, bars, tid - kThreads);
+    registers_up<240>();
+  }
   const WgView w = wg_view(p, c, wg);
 
   auto stage_kv = [&](int t) {
@@ -84,13 +95,20 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
       int64_t li;
       return R < p.NR ? query_offset(p, c.b, c.g, R, &li) : -1;
     });
-  stage_kv(0);
-  cp_commit();
-  stage_kv(1);
-  cp_commit();
-  cp_wait<1>();
-  fence_async_shared();
-  __syncthreads();
+  if constexpr (WS) {
+    cp_commit();
+    cp_wait<0>();  // Q and dO
+    fence_async_shared();
+    consumers_sync();
+  } else {
+    stage_kv(0);
+    cp_commit();
+    stage_kv(1);
+    cp_commit();
+    cp_wait<1>();
+    fence_async_shared();
+    __syncthreads();
+  }
 
   const int wrow = c.R0 + wg * kRows + warp * 16 + gq;
   const QueryRow rows[2] = {query_row_info(p, c, wrow), query_row_info(p, c, wrow + 8)};
@@ -148,29 +166,60 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
           s[x] = vis ? pr * (dp[x] - D[i]) : 0.0f;
         }
   };
+  // The ws mode's turns (two per tile; warpgroup 1 keeps its last one) and releases.
+  auto take_turn = [&] {
+    if constexpr (WS) turn_wait(wg);
+  };
+  auto pass = [&](int t, int h) {
+    if constexpr (WS) {
+      if (wg == 0 || t + 1 < c.ntiles || h == 0) turn_pass(wg);
+    }
+  };
+  int released = 0;  // tiles 0 .. released-1 are released (ws)
+  auto release_before = [&](int t) {
+    if constexpr (WS) {
+      for (; released < t; ++released) release_tile<kDqStages>(bars, released);
+    }
+  };
+  if constexpr (WS) {
+    if (wg == 1) turn_pass(wg);
+  }
   for (int t = 0; t < c.ntiles; ++t) {
-    cp_wait<1>();  // tile t landed (this thread's copies)
-    fence_async_shared();
-    __syncthreads();  // everyone's copies landed; every warpgroup is done with tile t-2
-    stage_kv(t + 2);  // into tile t-2's buffer
-    cp_commit();
+    if constexpr (WS) {
+      wait_tile<kDqStages>(bars, t);
+    } else {
+      cp_wait<1>();  // tile t landed (this thread's copies)
+      fence_async_shared();
+      __syncthreads();  // everyone's copies landed; every warpgroup is done with tile t-2
+      stage_kv(t + 2);  // into tile t-2's buffer
+      cp_commit();
+    }
     if (!tile_active(w, t)) {
+      take_turn();
       if (pending) {  // its K tile may be refilled two barriers on
         issue_dq();
+        pass(t, 0);
         wg_wait<0>();
         pin(dq);
         pin(da);
         pending = false;
+      } else {
+        pass(t, 0);
       }
+      take_turn();
+      pass(t, 1);
+      release_before(t + 1);
       continue;
     }
     const uint32_t kt = sK + uint32_t(t % kDqStages) * TB, vt = sV + uint32_t(t % kDqStages) * TB;
     const bool full = tile_full(w, t);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+      take_turn();
       if (pending) {
         issue_sdp(kt, vt, 32 * h);
         issue_dq();
+        pass(t, h);
         wg_wait<1>();  // S and dP done; dS(u-1) K(u-1) may still run
         pin(s);
         pin(dp);
@@ -180,11 +229,13 @@ __global__ void __launch_bounds__(kThreads, 1) dq_kernel(const Params p) {
         pin(da);
       } else {
         issue_sdp(kt, vt, 32 * h);
+        pass(t, h);
         wg_wait<0>();
         pin(s);
         pin(dp);
         elementwise(t * kRows + 32 * h, full);
       }
+      if (h == 0) release_before(t);  // the pending product of tile t-1 is done
       a_frag(da[0], s, 0);
       a_frag(da[1], s, 1);
       pending = true;
@@ -231,8 +282,15 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
   check_launch("dflash_attention_backward (sm90): delta");
   if (p.dq != nullptr) {
     const unsigned grid = unsigned(G.B * G.nkv * p.nct);
-    if (G.hd <= 64) launch(dq_kernel<64>, grid, dq_smem_bytes<64>(), s, p, "dflash_attention_backward (sm90): dq");
-    else launch(dq_kernel<128>, grid, dq_smem_bytes<128>(), s, p, "dflash_attention_backward (sm90): dq");
+    const char* what = "dflash_attention_backward (sm90): dq";
+    auto run = [&](auto ws) {
+      constexpr bool WS = decltype(ws)::value;
+      const int threads = WS ? kWsThreads : kThreads;
+      if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads);
+      else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads);
+    };
+    if (query_side_ws(false)) run(std::true_type{});
+    else run(std::false_type{});
   }
   if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s);
   return true;

@@ -7,10 +7,14 @@ namespace {
 
 // ---- Forward ----
 
-// Q [2 warpgroups], then kStages K tiles and kStages V tiles of [64][HDP], 1024-aligned.
-template <int HDP>
+// Q [2 warpgroups], then the K tiles and the V tiles of [64][HDP], 1024-aligned; the ws mode's
+// ring barriers after them.
+constexpr int kWsForwardStages = 4;
+template <int HDP, bool WS>
+constexpr int forward_stages() { return WS ? kWsForwardStages : kStages; }
+template <int HDP, bool WS>
 constexpr int forward_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * (2 + 2 * kStages);
+  return 1024 + int(tile_bytes(kRows, HDP)) * (2 + 2 * forward_stages<HDP, WS>()) + 16 * forward_stages<HDP, WS>();
 }
 
 // Per warpgroup, FlashAttention-3's order, so that tensor cores and the online softmax overlap
@@ -25,23 +29,33 @@ constexpr int forward_smem_bytes() {
 // every warpgroup finished with in iteration t-1. Softmax in f32, log2 units, each row's max and
 // sum over its quad of lanes; a row that has seen no key yet keeps max -inf and contributes
 // nothing. Dropped blocks write output 0 and lse 0.
-template <int HDP>
-__global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
-  constexpr int KS = HDP / 16, NO = HDP / 2;
+// WS (the ws mode, dflash_attention_sm90.cuh): a producer warpgroup stages K(t) and V(t) into a ring of
+// kWsForwardStages; iteration t waits for tile t, issues in its turn and releases tile t-1 at its
+// end (its P V done). The products, their order and the softmax are the lockstep mode's.
+template <int HDP, bool WS>
+__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(const Params p) {
+  constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<HDP, WS>();
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sK = sQ + 2 * TB, sV = sK + kStages * TB;
+  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sK = sQ + 2 * TB, sV = sK + STAGES * TB,
+                 bars = sV + STAGES * TB;
   const Geometry& G = p.G;
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int tq = lane & 3, hd = int(G.hd);
   const QueryCta c = query_cta(p);
+  if constexpr (WS) {
+    if (tid == 0) init_ring(bars, STAGES);
+    __syncthreads();
+    if (tid >= kThreads) return produce_key_tiles<HDP, STAGES>(p, c, sK, sV, bars, tid - kThreads);
+    registers_up<240>();
+  }
   const WgView w = wg_view(p, c, wg);
 
   auto stage_k = [&](int t) {
-    if (t < c.ntiles) stage_key_tile<HDP>(sK + uint32_t(t % kStages) * TB, p.k, 0, nullptr, c, t, tid, hd);
+    if (t < c.ntiles) stage_key_tile<HDP>(sK + uint32_t(t % STAGES) * TB, p.k, 0, nullptr, c, t, tid, hd);
   };
   auto stage_v = [&](int t) {
-    if (t < c.ntiles) stage_key_tile<HDP>(sV + uint32_t(t % kStages) * TB, p.v, 0, nullptr, c, t, tid, hd);
+    if (t < c.ntiles) stage_key_tile<HDP>(sV + uint32_t(t % STAGES) * TB, p.v, 0, nullptr, c, t, tid, hd);
   };
 #pragma unroll
   for (int h = 0; h < 2; ++h)
@@ -50,14 +64,21 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
       int64_t li;
       return R < p.NR ? query_offset(p, c.b, c.g, R, &li) : -1;
     });
-  stage_k(0);
-  cp_commit();
-  stage_k(1);
-  stage_v(0);
-  cp_commit();
-  cp_wait<1>();  // Q and K(0)
-  fence_async_shared();
-  __syncthreads();
+  if constexpr (WS) {
+    cp_commit();
+    cp_wait<0>();  // Q
+    fence_async_shared();
+    consumers_sync();
+  } else {
+    stage_k(0);
+    cp_commit();
+    stage_k(1);
+    stage_v(0);
+    cp_commit();
+    cp_wait<1>();  // Q and K(0)
+    fence_async_shared();
+    __syncthreads();
+  }
 
   const int wrow = c.R0 + wg * kRows + warp * 16 + (lane >> 2);
   const QueryRow rows[2] = {query_row_info(p, c, wrow), query_row_info(p, c, wrow + 8)};
@@ -72,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
   float corr[2] = {1.0f, 1.0f};  // rescale of O that goes with the pending P V
 
   auto issue_s = [&](int t) {  // s = Q K(t)^T
-    const uint64_t kd = kmajor_desc(sK + uint32_t(t % kStages) * TB, kRows, 0, 0);
+    const uint64_t kd = kmajor_desc(sK + uint32_t(t % STAGES) * TB, kRows, 0, 0);
     pin(s);
     wg_fence();
 #pragma unroll
@@ -85,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
     for (int j = 0; j < HDP / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i], o[4 * j + 2 * i + 1] *= corr[i];
-    const uint64_t vd = mnmajor_desc(sV + uint32_t(t % kStages) * TB, kRows, 0, 0);
+    const uint64_t vd = mnmajor_desc(sV + uint32_t(t % STAGES) * TB, kRows, 0, 0);
     pin(o);
     pin(pf);
     wg_fence();
@@ -133,18 +154,33 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
     for (int kk = 0; kk < 4; ++kk) a_frag(pf[kk], s, kk);
   };
 
+  // The ws mode's turns: pass after issuing (warpgroup 1 keeps its last one, t = ntiles).
+  auto pass = [&](int t) {
+    if constexpr (WS) {
+      if (wg == 0 || t < c.ntiles) turn_pass(wg);
+    }
+  };
+  if constexpr (WS) {
+    if (wg == 1) turn_pass(wg);
+  }
   bool prev = false;  // tile t-1 was active: P(t-1) V(t-1) is due
   for (int t = 0; t <= c.ntiles; ++t) {
-    cp_wait<1>();  // K(t), V(t-1) landed (this thread's copies)
-    fence_async_shared();
-    __syncthreads();  // everyone's copies landed; every warpgroup is done with K(t-1), V(t-2)
-    stage_k(t + 2);
-    stage_v(t + 1);
-    cp_commit();
+    if constexpr (WS) {
+      if (t < c.ntiles) wait_tile<STAGES>(bars, t);
+      turn_wait(wg);
+    } else {
+      cp_wait<1>();  // K(t), V(t-1) landed (this thread's copies)
+      fence_async_shared();
+      __syncthreads();  // everyone's copies landed; every warpgroup is done with K(t-1), V(t-2)
+      stage_k(t + 2);
+      stage_v(t + 1);
+      cp_commit();
+    }
     const bool cur = t < c.ntiles && tile_active(w, t);
     if (cur && prev) {
       issue_s(t);
       issue_pv(t - 1);  // with corr of tile t-1 (softmax(t) below replaces it)
+      pass(t);
       wg_wait<1>();  // S(t) done; P V(t-1) may still run
       pin(s);
       softmax(t);
@@ -154,15 +190,22 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Params p) {
       to_fragments();
     } else if (cur) {
       issue_s(t);
+      pass(t);
       wg_wait<0>();
       pin(s);
       softmax(t);
       to_fragments();
     } else if (prev) {
       issue_pv(t - 1);
+      pass(t);
       wg_wait<0>();
       pin(o);
       pin(pf);
+    } else {
+      pass(t);
+    }
+    if constexpr (WS) {
+      if (t >= 1) release_tile<STAGES>(bars, t - 1);  // K(t-1) and V(t-1) read (P V(t-1) waited for)
     }
     prev = cur;
   }
@@ -197,9 +240,26 @@ bool forward(const DflashAttentionForward& a, void* stream) {
   p.lse = a.lse;
   const unsigned grid = unsigned(p.G.B * p.G.nkv * p.nct);
   cudaStream_t s = as_stream(stream);
-  if (p.G.hd <= 64) launch(forward_kernel<64>, grid, forward_smem_bytes<64>(), s, p, "dflash_attention_forward (sm90)");
-  else launch(forward_kernel<128>, grid, forward_smem_bytes<128>(), s, p, "dflash_attention_forward (sm90)");
+  const char* what = "dflash_attention_forward (sm90)";
+  auto run = [&](auto ws) {
+    constexpr bool WS = decltype(ws)::value;
+    const int threads = WS ? kWsThreads : kThreads;
+    if (p.G.hd <= 64) launch(forward_kernel<64, WS>, grid, forward_smem_bytes<64, WS>(), s, p, what, threads);
+    else launch(forward_kernel<128, WS>, grid, forward_smem_bytes<128, WS>(), s, p, what, threads);
+  };
+  if (query_side_ws(false)) run(std::true_type{});
+  else run(std::false_type{});
   return true;
+}
+
+bool query_side_ws(bool fallback) {
+  const char* e = std::getenv("DFLASH_ATTENTION_QUERY");
+  const std::string mode = e ? e : "";
+  if (mode.empty()) return fallback;
+  if (mode == "ws") return true;
+  if (mode == "lockstep") return false;
+  throw std::runtime_error("DFLASH_ATTENTION_QUERY=" + mode +
+                           ": use lockstep (all threads load and compute) or ws (a producer warp and ping-pong)");
 }
 
 }  // namespace dflash::kernels::cuda::sm90

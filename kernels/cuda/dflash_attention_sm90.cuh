@@ -162,18 +162,97 @@ __device__ __forceinline__ int64_t key_offset(const QueryCta& c, int v) {
 // Key tile t (virtual keys 64t ..) of k into t0 and, when s1 is not null, of v into t1, as
 // stage_rows. A tile of context keys only (most of them) takes its rows at one stride from the
 // tile's first key, without key_offset's per-row choice: the same offsets.
-template <int HDP>
+template <int HDP, int NT = kThreads>
 __device__ __forceinline__ void stage_key_tile(uint32_t t0, const bf16_t* s0, uint32_t t1, const bf16_t* s1,
                                                const QueryCta& c, int t, int tix, int hd) {
   const int v0 = t * kRows;
   if (v0 + kRows <= c.Amax) {  // uniform over the CTA
     const int64_t first = c.kv_base + int64_t(v0) * c.kv_stride;
-    stage_rows<HDP>(t0, s0 + first, t1, s1 == nullptr ? nullptr : s1 + first, tix, hd,
-                    [&](int r) { return int64_t(r * c.kv_stride); });
+    stage_rows<HDP, NT>(t0, s0 + first, t1, s1 == nullptr ? nullptr : s1 + first, tix, hd,
+                        [&](int r) { return int64_t(r * c.kv_stride); });
   } else {
-    stage_rows<HDP>(t0, s0, t1, s1, tix, hd, [&](int r) { return key_offset(c, v0 + r); });
+    stage_rows<HDP, NT>(t0, s0, t1, s1, tix, hd, [&](int r) { return key_offset(c, v0 + r); });
   }
 }
+
+// ---- The warp-specialized query side (forward and dq in the ws mode) ----
+//
+// kWsThreads = the two consumer warpgroups (threads 0..255, which compute exactly as in the
+// lockstep mode, with 240 registers each) and a producer warpgroup (256..383, 24 registers each:
+// the register file of an SM quarter holds one warp of each) that stages every key tile (K and V)
+// of the CTA's virtual sequence into a ring of `stages` buffers: tile t waits for buffer
+// t % stages to be released (empty[t % stages], one arrival per consumer thread), then lands by
+// cp.async and completes full[t % stages] (one arrival per producer thread when its copies have
+// landed). A
+// consumer thread waits for full(t) before it releases tile t, so no arrival can run ahead into a
+// later phase of a barrier. The consumers take turns to issue their wgmmas (FlashAttention-3's
+// ping-pong): warpgroup wg waits at named barrier 4 + wg, issues, and passes the turn with an
+// arrival at the other's barrier, so one warpgroup's softmax runs under the other's products.
+// Both warpgroups take the same number of turns; warpgroup 0 takes the first (warpgroup 1 passes
+// once before its loop) and warpgroup 1 does not pass its last one, so every named-barrier phase
+// completes. The turns and the buffers change when a product runs, never what it computes: the ws
+// mode gives the lockstep mode's bits.
+constexpr int kWsThreads = kThreads + 128;
+constexpr int kProducerThreads = kWsThreads - kThreads;
+// The warpgroup's registers per thread from here on (every warp of the warpgroup executes it).
+template <int N>
+__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
+__device__ __forceinline__ void turn_wait(int wg) { asm volatile("bar.sync %0, 256;\n" ::"r"(4 + wg) : "memory"); }
+__device__ __forceinline__ void turn_pass(int wg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - wg) : "memory"); }
+
+// The ring's barriers: full[i] at bars + 8i, empty[i] at bars + 8(stages + i). One thread, then a
+// __syncthreads before any use.
+__device__ __forceinline__ void init_ring(uint32_t bars, int stages) {
+  for (int i = 0; i < stages; ++i)
+    mbar_init(bars + 8u * uint32_t(i), kProducerThreads), mbar_init(bars + 8u * uint32_t(stages + i), kThreads);
+}
+// The producer warpgroup's whole job (thread tix 0..127): K(t) into sK, V(t) into sV, t = 0 ..
+// ntiles-1.
+template <int HDP, int STAGES>
+__device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCta& c, uint32_t sK, uint32_t sV,
+                                                  uint32_t bars, int tix) {
+  constexpr uint32_t TB = tile_bytes(kRows, HDP);
+  registers_down<24>();
+  for (int t = 0; t < c.ntiles; ++t) {
+    const uint32_t st = uint32_t(t % STAGES);
+    if (t >= STAGES) mbar_wait(bars + 8u * (STAGES + st), uint32_t(t / STAGES - 1) & 1u);
+    // stage_key_tile's rows and pieces, lean enough for 24 registers: the thread keeps one piece
+    // and walks the rows r0, r0 + kStep, ..., whose swizzled places are kStep * 128 bytes apart.
+    constexpr int kPieces = HDP / 8, kStep = kProducerThreads / kPieces;
+    const int r0 = tix / kPieces, piece = tix % kPieces;
+    const bool piece_ok = piece * 8 < int(p.G.hd);
+    const uint32_t dst = st * TB + piece_offset(kRows, r0, piece);
+#pragma unroll 1
+    for (int r = r0; r < kRows; r += kStep) {
+      const int64_t o = key_offset(c, t * kRows + r);
+      const bool ok = piece_ok && o >= 0;
+      const int64_t at = ok ? o + piece * 8 : 0;
+      const uint32_t d = dst + uint32_t(r - r0) * 128u;
+      cp16(sK + d, p.k + at, ok);
+      cp16(sV + d, p.v + at, ok);
+    }
+    mbar_arrive_on_copies(bars + 8u * st);
+  }
+  cp_commit();
+  cp_wait<0>();  // no copy outlives its warp
+}
+// Consumer side: tile t has landed (and is visible to the async proxy); tile t is released.
+template <int STAGES>
+__device__ __forceinline__ void wait_tile(uint32_t bars, int t) {
+  mbar_wait(bars + 8u * uint32_t(t % STAGES), uint32_t(t / STAGES) & 1u);
+  fence_async_shared();
+}
+template <int STAGES>
+__device__ __forceinline__ void release_tile(uint32_t bars, int t) {
+  mbar_arrive(bars + 8u * uint32_t(STAGES + t % STAGES));
+}
+
+// The query-side kernels' mode: DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch, a tuning
+// knob; anything else is an error naming the choices); default `fallback`.
+bool query_side_ws(bool fallback);
 
 // What the kept rows of one warpgroup see: context keys below ctx_max (all of them below ctx_min)
 // and draft keys in [dlo, dhi). any = false: no kept row (nothing to compute).
@@ -304,9 +383,10 @@ inline Params base_params(const void* q, const void* k, const void* v, const int
 }
 
 template <class Kernel>
-void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params& p, const char* what) {
+void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params& p, const char* what,
+            int threads = kThreads) {
   attn::allow_smem(kernel, smem, what);
-  kernel<<<grid, kThreads, smem, s>>>(p);
+  kernel<<<grid, threads, smem, s>>>(p);
   check_launch(what);
 }
 
