@@ -239,8 +239,11 @@ TEST_SUITE("gpu-attention") {
       CHECK(bitwise_equal(ws.dq2, lockstep.dq2));
       CHECK(bitwise_equal(ws.dq3, lockstep.dq3));
       CHECK(bitwise_equal(ws.dk, lockstep.dk));
-      QueryMode forced("ws");
-      check_versions(c, seed);
+      const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
+      if (any_kept) {  // check_versions asks for some non-zero dk
+        QueryMode forced("ws");
+        check_versions(c, seed);
+      }
     };
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
       ws_is_lockstep({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)},

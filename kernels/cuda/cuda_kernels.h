@@ -223,6 +223,9 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // any order gives the same results. v2's dk/dv kernel has two modes, equal up to rounding: shared
 // (128 keys per CTA) and split (64 keys per CTA, for grids that would not fill the GPU); it picks
 // by size unless DFLASH_ATTENTION_DKDV=shared|split (read at every launch, a tuning knob) says.
+// v2's forward and dq kernels have two modes with the same bits: ws (a producer warpgroup stages
+// the K/V tiles, the two consumer warpgroups take ping-pong turns; the default) and lockstep (every
+// thread stages and computes); DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch) forces one.
 struct DflashAttentionDims {
   int64_t B, S, N, bs, nh, nkv, hd, key_tile;
   float scale;

@@ -289,7 +289,7 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
       if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads);
       else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads);
     };
-    if (query_side_ws(false)) run(std::true_type{});
+    if (query_side_ws(true)) run(std::true_type{});
     else run(std::false_type{});
   }
   if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s);

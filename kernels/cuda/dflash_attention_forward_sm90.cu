@@ -247,7 +247,7 @@ bool forward(const DflashAttentionForward& a, void* stream) {
     if (p.G.hd <= 64) launch(forward_kernel<64, WS>, grid, forward_smem_bytes<64, WS>(), s, p, what, threads);
     else launch(forward_kernel<128, WS>, grid, forward_smem_bytes<128, WS>(), s, p, what, threads);
   };
-  if (query_side_ws(false)) run(std::true_type{});
+  if (query_side_ws(true)) run(std::true_type{});
   else run(std::false_type{});
   return true;
 }

@@ -251,7 +251,8 @@ __device__ __forceinline__ void release_tile(uint32_t bars, int t) {
 }
 
 // The query-side kernels' mode: DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch, a tuning
-// knob; anything else is an error naming the choices); default `fallback`.
+// knob; anything else is an error naming the choices); default `fallback` (ws: 11-12 % off the
+// forward at 4096:512 and 65536:512 on the H200, dq about 1 %; docs/BENCH.md, 2026-12-02).
 bool query_side_ws(bool fallback);
 
 // What the kept rows of one warpgroup see: context keys below ctx_max (all of them below ctx_min)
