@@ -186,11 +186,11 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   const bool same_bits = to_bytes(dq) == b2q && to_bytes(dk) == b2k && to_bytes(dv) == b2v;
   // v2's dk/dv kernel in each of its modes, forced (DFLASH_ATTENTION_DKDV), against v1.
   // Decoupled computes every product as shared does: the same bits.
-  const char* modes[3] = {"shared", "split", "decoupled"};
-  double d_mode[3] = {0, 0, 0};
+  const char* modes[4] = {"shared", "split", "decoupled", "ws"};
+  double d_mode[4] = {0, 0, 0, 0};
   std::vector<uint8_t> shared_dk, shared_dv;
-  bool decoupled_same = false;
-  for (int m = 0; m < 3; ++m) {
+  bool decoupled_same = false, ws_dkdv_same = false;
+  for (int m = 0; m < 4; ++m) {
     setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
     zero_grads();
     backward(2, out1, lse1);
@@ -198,6 +198,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     d_mode[m] = std::max(rel_diff(to_floats_bf16(dk), g1k), rel_diff(to_floats_bf16(dv), g1v));
     if (m == 0) shared_dk = to_bytes(dk), shared_dv = to_bytes(dv);
     if (m == 2) decoupled_same = to_bytes(dk) == shared_dk && to_bytes(dv) == shared_dv;
+    if (m == 3) ws_dkdv_same = to_bytes(dk) == shared_dk && to_bytes(dv) == shared_dv;
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
   // v2's query-side kernels (forward, dq) in each mode, forced (DFLASH_ATTENTION_QUERY): ws runs
@@ -228,8 +229,8 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     }
     t[version] = {median(f), median(b)};
   }
-  double bwd_mode_ms[3] = {0, 0, 0};
-  for (int m = 0; m < 3; ++m) {
+  double bwd_mode_ms[4] = {0, 0, 0, 0};
+  for (int m = 0; m < 4; ++m) {
     setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
     backward(2, out2, lse2);
     std::vector<double> b;
@@ -261,10 +262,12 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   for (int version : {1, 2})
     std::printf("v%-7d %12.3f %12.1f %12.3f %12.1f\n", version, t[version].fwd_ms, tf / t[version].fwd_ms,
                 t[version].bwd_ms, tb / t[version].bwd_ms);
-  for (int m = 0; m < 3; ++m)
+  for (int m = 0; m < 4; ++m) {
+    const bool same = m == 2 ? decoupled_same : ws_dkdv_same;
     std::printf("v2 %-9s %9s %12s %12.3f %12.1f   (dk/dv forced %s; dk, dv vs v1 %.2e%s)\n", modes[m], "", "",
                 bwd_mode_ms[m], tb / bwd_mode_ms[m], modes[m], d_mode[m],
-                m == 2 ? (decoupled_same ? "; same bits as shared" : "; BITS DIFFER FROM SHARED") : "");
+                m < 2 ? "" : (same ? "; same bits as shared" : "; BITS DIFFER FROM SHARED"));
+  }
   for (int m = 0; m < 2; ++m)
     std::printf("v2 %-9s %12.3f %12.1f %12.3f %12.1f   (forward and dq forced %s%s)\n", qmodes[m], tq[m].fwd_ms,
                 tf / tq[m].fwd_ms, tq[m].bwd_ms, tb / tq[m].bwd_ms, qmodes[m],
@@ -272,17 +275,18 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
-              "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,"
+              "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,\"v2_bwd_dkdv_ws_ms\":%.4f,"
               "\"v2_fwd_lockstep_ms\":%.4f,\"v2_fwd_ws_ms\":%.4f,\"v2_bwd_lockstep_ms\":%.4f,\"v2_bwd_ws_ms\":%.4f,"
               "\"ws_same_bits\":%s,"
               "\"diff_out\":%.3e,\"diff_dq\":%.3e,"
               "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
-              t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], tq[0].fwd_ms, tq[1].fwd_ms,
+              t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], bwd_mode_ms[3], tq[0].fwd_ms, tq[1].fwd_ms,
               tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", d_out, d_dq, d_dk, d_dv,
               same_bits ? "true" : "false");
   const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
-                  d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && decoupled_same && ws_same;
+                  d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && d_mode[3] <= 2e-2 && decoupled_same &&
+                  ws_dkdv_same && ws_same;
   if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, is not deterministic, or a mode's bits differ\n");
   return ok ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
 # memcheck, racecheck, synccheck and initcheck, one step each),
 # sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
+# dkdv-ab (dk/dv's decoupled against ws in the step), sanitize-dkdv-ws,
 # synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
@@ -77,6 +78,20 @@ for s in "${steps[@]}"; do
         step "sanitize-ws-$tool" san "$tool" 300 'gpu-attention' --test-case='*query side in the ws mode*' \
           --subcase='B 2? S 1100*,hd 64? GQA 1*'
       done ;;
+    dkdv-ab)  # dk/dv's decoupled mode against the default (ws) in the step, interleaved in one call: qwen3-8b
+      # 4096:512 (decoupled, ws, decoupled, ws), the online step with --arena-gb=7 and 65536:512 (decoupled, ws)
+      step dkdv-ab timeout 590 bash -c "for m in decoupled ws decoupled ws; do echo \"DFLASH_ATTENTION_DKDV=\$m\"; \
+        DFLASH_ATTENTION_DKDV=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20 \
+        || exit 1; done; for m in decoupled ws; do echo \"DFLASH_ATTENTION_DKDV=\$m\"; DFLASH_ATTENTION_DKDV=\$m \
+        ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
+        DFLASH_ATTENTION_DKDV=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=65536:512 --steps=5 \
+        || exit 1; done" ;;
+    sanitize-dkdv-ws)  # dk/dv's ws mode: memcheck and synccheck on gpu-attention, racecheck on the version test's
+      # small two-chunk subcase (which runs shared, decoupled and ws)
+      step sanitize-dkdv-ws-memcheck san memcheck 300 'gpu-attention'
+      step sanitize-dkdv-ws-synccheck san synccheck 300 'gpu-attention'
+      step sanitize-dkdv-ws-racecheck san racecheck 300 'gpu-attention' \
+        --test-case='CUDA kernel versions 1 and 2 agree*' --subcase='hd 64 with two chunks*' ;;
     query-ab)  # the query side's modes (DFLASH_ATTENTION_QUERY) in the step, interleaved in one call: qwen3-8b
       # 4096:512 (lockstep, ws, lockstep, ws), the online step with --arena-gb=7 and 65536:512 (lockstep, ws)
       step query-ab timeout 590 bash -c "for m in lockstep ws lockstep ws; do echo \"DFLASH_ATTENTION_QUERY=\$m\"; \

@@ -130,24 +130,26 @@ TEST_SUITE("gpu-attention") {
       explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
       ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
     };
+    // ws (a producer warpgroup stages the chunks for decoupled's consumers) likewise.
     auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
       const Data d = make_data(c, seed);
-      KernelResult shared, decoupled;
+      KernelResult shared;
       {
         DkdvMode forced("shared");
         shared = run_kernels(c, d, 2);
       }
-      {
-        DkdvMode forced("decoupled");
-        decoupled = run_kernels(c, d, 2);
+      for (const char* mode : {"decoupled", "ws"}) {
+        INFO("dk/dv mode " << std::string(mode));
+        DkdvMode forced(mode);
+        const KernelResult r = run_kernels(c, d, 2);
+        CHECK(bitwise_equal(r.dk, shared.dk));
+        CHECK(bitwise_equal(r.dv, shared.dv));
+        CHECK(bitwise_equal(r.dk3, shared.dk3));
+        CHECK(bitwise_equal(r.dv3, shared.dv3));
       }
-      CHECK(bitwise_equal(decoupled.dk, shared.dk));
-      CHECK(bitwise_equal(decoupled.dv, shared.dv));
-      CHECK(bitwise_equal(decoupled.dk3, shared.dk3));
-      CHECK(bitwise_equal(decoupled.dv3, shared.dv3));
     };
     auto versions_in_every_mode = [](const Case& c, uint64_t seed) {
-      for (const char* mode : {"shared", "split", "decoupled"}) {
+      for (const char* mode : {"shared", "split", "decoupled", "ws"}) {
         INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
         DkdvMode forced(mode);
         check_versions(c, seed);
@@ -164,7 +166,7 @@ TEST_SUITE("gpu-attention") {
       versions_in_every_mode(c, 605);
       decoupled_is_shared(c, 606);
     }
-    SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled is shared") {
+    SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled and ws are shared") {
       const Case few{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
       Case many{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
       many.keep[10] = 0;
@@ -266,7 +268,7 @@ TEST_SUITE("gpu-attention") {
     }
   }
 
-  TEST_CASE("DFLASH_ATTENTION_QUERY other than lockstep or ws is refused with the choices") {
+  TEST_CASE("DFLASH_ATTENTION_QUERY and DFLASH_ATTENTION_DKDV outside their choices are refused, naming them") {
     REQUIRE_GPU();
     const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
     const Data d = make_data(c, 720);
@@ -274,6 +276,11 @@ TEST_SUITE("gpu-attention") {
     CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
                          std::runtime_error);
     unsetenv("DFLASH_ATTENTION_QUERY");
+    setenv("DFLASH_ATTENTION_DKDV", "pingpong", 1);
+    CHECK_THROWS_WITH_AS(run_kernels(c, d, 2),
+                         doctest::Contains("DFLASH_ATTENTION_DKDV=pingpong: use split, shared, decoupled or ws"),
+                         std::runtime_error);
+    unsetenv("DFLASH_ATTENTION_DKDV");
   }
 }
 

@@ -22,15 +22,21 @@ namespace {
 // ... through its own pipeline (2 stages, its own barrier); at the end the two partial sums are
 // added in a fixed order (warpgroup 0's, then warpgroup 1's) through shared memory. All three
 // compute each product in the same order, so they give the same bits but for split's final sum.
-enum class Dkdv { shared, decoupled, split };
+// Ws: decoupled's consumers and ring, but the chunks (Q, dO and the rows' lse, D, anchor and keep)
+// are staged by a producer warpgroup (dflash_attention_sm90.cuh, "The warp-specialized query
+// side"; no turns here), so the two consumer warpgroups only compute; decoupled's bits.
+enum class Dkdv { shared, decoupled, split, ws };
 template <Dkdv MODE>
 struct DkdvMode {
-  static constexpr bool kSplit = MODE == Dkdv::split, kDecoupled = MODE == Dkdv::decoupled;
+  static constexpr bool kSplit = MODE == Dkdv::split, kWs = MODE == Dkdv::ws;
+  static constexpr bool kDecoupled = MODE == Dkdv::decoupled;  // consumer threads stage through a ring
+  static constexpr bool kRing = kDecoupled || kWs;               // chunks behind full/empty mbarriers
+  static constexpr int kCtaThreads = kWs ? kWsThreads : kThreads;
   static constexpr int kKeys = kSplit ? kRows : kCtaRows;  // keys per CTA
   static constexpr int kKeyTiles = kKeys / kRows;
   static constexpr int kPipes = kSplit ? 2 : 1;  // chunk pipelines
   static constexpr int kPipeThreads = kThreads / kPipes;
-  static constexpr int kDepth = kSplit ? 2 : kDecoupled ? 4 : kStages;  // stages per pipeline
+  static constexpr int kDepth = kSplit ? 2 : kRing ? 4 : kStages;  // stages per pipeline
   static constexpr int kAhead = kDepth - 1;  // chunks staged ahead of the one computed
 };
 
@@ -53,9 +59,10 @@ constexpr int dkdv_smem_bytes() {
 // sees the warpgroup's keys is skipped, one that sees them all is not masked. At the end dv += dV
 // and dk += scale * dK, each element by one thread.
 template <int HDP, Dkdv MODE>
-__global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
+__global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(const Params p) {
   using M = DkdvMode<MODE>;
-  constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled;
+  constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled, WS = M::kWs;
+  static_assert(M::kAhead >= 1 && M::kAhead < M::kDepth, "chunks are staged ahead within the pipeline's stages");
   constexpr int NO = HDP / 2, KS = HDP / 16;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
@@ -86,16 +93,17 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   const uint32_t full0 = smem_u32(s_bars), empty0 = full0 + 8u * M::kDepth;
   if (tid == 0) {
     s_first = N, s_last = -1;
-    if constexpr (DEC)
-      for (int i = 0; i < M::kDepth; ++i) mbar_init(full0 + 8u * i, kThreads), mbar_init(empty0 + 8u * i, kThreads);
+    if constexpr (M::kRing)
+      for (int i = 0; i < M::kDepth; ++i)
+        mbar_init(full0 + 8u * i, WS ? kProducerThreads : kThreads), mbar_init(empty0 + 8u * i, kThreads);
   }
   __syncthreads();
   if (ctx) {
-    for (int a = tid; a < N; a += kThreads)
+    for (int a = tid; a < N; a += M::kCtaThreads)
       if (keep[a] != 0 && clamp_anchor(anchors[a], S) > key0) atomicMin(&s_first, a), atomicMax(&s_last, a);
   } else {
     const int a_lo = (key0 - S) / bs, a_hi = min(N - 1, (key0 - S + M::kKeys - 1) / bs);
-    for (int a = a_lo + tid; a <= a_hi; a += kThreads)
+    for (int a = a_lo + tid; a <= a_hi; a += M::kCtaThreads)
       if (keep[a] != 0) atomicMin(&s_first, a), atomicMax(&s_last, a);
   }
   __syncthreads();
@@ -109,6 +117,47 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   // This pipeline's chunks: i = 0 .. nloc-1 is chunk ch(i).
   const int nloc = SPLIT ? (nch - pipe + 1) / 2 : nch;
   auto chunk_of = [&](int i) { return SPLIT ? 2 * i + pipe : i; };
+
+  if constexpr (WS) {
+    if (tid >= kThreads) {  // the producer warpgroup: stage_chunk's copies, lean enough for 32 registers
+      registers_down<32>();
+      const int ptid = tid - kThreads;
+      constexpr int kPieces = HDP / 8, kStep = kProducerThreads / kPieces;
+      const int r0 = ptid / kPieces, piece = ptid % kPieces, mr = ptid & (kRows - 1), mf = ptid >> 6;
+      const bool piece_ok = piece * 8 < hd;
+      for (int i = 0; i < nloc; ++i) {
+        const int stg = i % M::kDepth, R0 = Rb + i * kRows;
+        if (i >= M::kDepth) mbar_wait(empty0 + 8u * uint32_t(stg), uint32_t(i / M::kDepth - 1) & 1u);
+        const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = qt + TB;
+#pragma unroll 1
+        for (int r = r0; r < kRows; r += kStep) {
+          int64_t li;
+          const bool ok = piece_ok && R0 + r < Re;
+          const int64_t at = ok ? query_offset(p, b, g, R0 + r, &li) + piece * 8 : 0;
+          const uint32_t d = piece_offset(kRows, r, piece);
+          cp16(qt + d, p.q + at, ok);
+          cp16(ot + d, p.dout + at, ok);
+        }
+        // Row mr's field mf (lse or D) and field 2 + mf (anchor or keep).
+        const int R = R0 + mr;
+        const void *lse_or_d = keep, *anchor_or_keep = keep;
+        if (R < Re) {
+          const int a = block_of(p, R);
+          int64_t li;
+          query_offset(p, b, g, R, &li);
+          lse_or_d = mf == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
+          anchor_or_keep = mf == 0 ? anchors + a : keep + a;
+        }
+        cp4(sPipeMeta + uint32_t((stg * 4 + mf) * kRows + mr) * 4u, lse_or_d, R < Re);
+        cp4(sPipeMeta + uint32_t((stg * 4 + 2 + mf) * kRows + mr) * 4u, anchor_or_keep, R < Re);
+        mbar_arrive_on_copies(full0 + 8u * uint32_t(stg));
+      }
+      cp_commit();
+      cp_wait<0>();  // no copy outlives its warp
+      return;
+    }
+    registers_up<240>();
+  }
 
   const int64_t kv_base = (int64_t(b) * G.keys * G.nkv + g) * G.hd;
   const int kv_stride = int(G.nkv * G.hd);
@@ -142,7 +191,12 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
       cp4(sPipeMeta + uint32_t((stg * 4 + field) * kRows + r) * 4u, src, R < Re);
     }
   };
-  if constexpr (DEC) {
+  if constexpr (WS) {
+    cp_commit();
+    cp_wait<0>();  // K and V
+    fence_async_shared();
+    consumers_sync();
+  } else if constexpr (DEC) {
     cp_commit();  // K and V; each chunk's copies are tracked by its full barrier instead
 #pragma unroll
     for (int i = 0; i < M::kAhead; ++i)
@@ -158,8 +212,10 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
     }
     cp_wait<M::kAhead - 1>();  // K, V and chunk 0 of every pipeline
   }
-  fence_async_shared();
-  __syncthreads();
+  if constexpr (!WS) {
+    fence_async_shared();
+    __syncthreads();
+  }
 
   const float sc = G.scale * kLog2e;
   const int wk0 = key0 + (SPLIT ? 0 : wg * kRows);                    // the warpgroup's first key
@@ -170,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
   float st[32] = {}, dpt[32] = {};      // (64 keys, 64 rows): S^T then P^T; dP^T then dS^T
   for (int i = 0; i < nloc; ++i) {
     const int stg = i % M::kDepth, ch = chunk_of(i);
-    if constexpr (DEC) {
+    if constexpr (M::kRing) {
       mbar_wait(full0 + 8u * stg, uint32_t(i / M::kDepth) & 1u);  // everyone's copies of chunk i landed
       fence_async_shared();
     } else {
@@ -266,7 +322,9 @@ __global__ void __launch_bounds__(kThreads, 1) dkdv_kernel(const Params p) {
       pin(dv);
       pin(dk);
     }
-    if constexpr (DEC) {
+    if constexpr (WS) {
+      mbar_arrive(empty0 + 8u * stg);  // done with chunk i (its products waited for)
+    } else if constexpr (DEC) {
       // Done with chunk i; chunk i + kAhead goes to the buffer of chunk i - 1 once both warpgroups
       // are done with that one (so neither waits for the other's chunk i).
       mbar_arrive(empty0 + 8u * stg);
@@ -319,15 +377,19 @@ void launch_dkdv(Params p, cudaStream_t s) {
   // the longest CTA. Split where the shared mode's context CTAs, of which the first sees nearly
   // every block, would not fill the GPU one and a half times (e.g. 1024:128 and 2048:256 with
   // 8 kv heads on 132 SMs, not 4096:512).
-  // Otherwise decoupled (shared's work and bits without its barrier per chunk: 3-4 % faster than
-  // shared at 4096:512 and 65536:512 on the H200, docs/BENCH.md, sixth session).
-  // DFLASH_ATTENTION_DKDV=split|shared|decoupled (read at every launch; a tuning knob) overrides.
+  // Otherwise ws: decoupled's work and bits (shared's, without its barrier per chunk: 3-4 % faster
+  // than shared at 4096:512 and 65536:512 on the H200, docs/BENCH.md, sixth session), its chunks
+  // staged by a producer warpgroup.
+  // DFLASH_ATTENTION_DKDV=split|shared|decoupled|ws (read at every launch; a tuning knob) overrides;
+  // anything else is an error naming the choices.
   const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
   const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
   const std::string mode = force ? force : "";
-  const bool split = mode == "split" ||
-                     (mode != "shared" && mode != "decoupled" && 2 * shared_ctx < 3 * int64_t(device_info().sms));
-  const bool decoupled = !split && mode != "shared";
+  if (!mode.empty() && mode != "split" && mode != "shared" && mode != "decoupled" && mode != "ws")
+    throw std::runtime_error("DFLASH_ATTENTION_DKDV=" + mode + ": use split, shared, decoupled or ws");
+  const bool split = mode == "split" || (mode.empty() && 2 * shared_ctx < 3 * int64_t(device_info().sms));
+  const bool ws = mode == "ws" || (mode.empty() && !split);
+  const bool decoupled = !split && !ws && mode != "shared";
   const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::shared>::kKeys;
   p.nctx = int((G.S + keys - 1) / keys);
   p.ndraft = int((G.T + keys - 1) / keys);
@@ -335,10 +397,12 @@ void launch_dkdv(Params p, cudaStream_t s) {
   const char* what = "dflash_attention_backward (sm90): dk/dv";
   auto run = [&](auto mode) {
     constexpr Dkdv M = decltype(mode)::value;
-    if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what);
-    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what);
+    const int threads = DkdvMode<M>::kCtaThreads;
+    if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads);
+    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads);
   };
   if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});
+  else if (ws) run(std::integral_constant<Dkdv, Dkdv::ws>{});
   else if (decoupled) run(std::integral_constant<Dkdv, Dkdv::decoupled>{});
   else run(std::integral_constant<Dkdv, Dkdv::shared>{});
 }
