@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) dq_kernel(const
     if (tid == 0) init_ring(bars, kDqStages);
     __syncthreads();
     if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, sK, sV, bars, tid - kThreads);
-    registers_up<240>();
+    QueryWsRegisters::consumer();
   }
   const WgView w = wg_view(p, c, wg);
 

@@ -178,8 +178,8 @@ __device__ __forceinline__ void stage_key_tile(uint32_t t0, const bf16_t* s0, ui
 // ---- The warp-specialized query side (forward and dq in the ws mode) ----
 //
 // kWsThreads = the two consumer warpgroups (threads 0..255, which compute exactly as in the
-// lockstep mode, with 240 registers each) and a producer warpgroup (256..383, 24 registers each:
-// the register file of an SM quarter holds one warp of each) that stages every key tile (K and V)
+// lockstep mode, with 240 registers each) and a producer warpgroup (256..383, 24 registers each;
+// see WsRegisters) that stages every key tile (K and V)
 // of the CTA's virtual sequence into a ring of `stages` buffers: tile t waits for buffer
 // t % stages to be released (empty[t % stages], one arrival per consumer thread), then lands by
 // cp.async and completes full[t % stages] (one arrival per producer thread when its copies have
@@ -194,11 +194,23 @@ __device__ __forceinline__ void stage_key_tile(uint32_t t0, const bf16_t* s0, ui
 // mode gives the lockstep mode's bits.
 constexpr int kWsThreads = kThreads + 128;
 constexpr int kProducerThreads = kWsThreads - kThreads;
-// The warpgroup's registers per thread from here on (every warp of the warpgroup executes it).
-template <int N>
-__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N>
-__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+// Registers per thread of the producer and of the consumer warpgroups after setmaxnreg (every warp
+// of a warpgroup executes it). setmaxnreg only moves registers within the CTA's launch allocation:
+// ptxas gives a kernel of kWsThreads threads and 1 CTA per SM 168 registers per thread (65536 /
+// 384, rounded down to a multiple of 8), so the two counts must fit 168 * 384, or the consumers'
+// setmaxnreg.inc waits forever (dk/dv's first ws run, 32 + 2 x 240, hung: docs/ATTENTION.md).
+constexpr int kWsLaunchRegisters = 168;
+template <int PRODUCER, int CONSUMER>
+struct WsRegisters {
+  static_assert(PRODUCER * kProducerThreads + CONSUMER * kThreads <= kWsLaunchRegisters * kWsThreads,
+                "the warpgroups' registers after setmaxnreg must fit the CTA's launch allocation");
+  static_assert(PRODUCER % 8 == 0 && CONSUMER % 8 == 0 && PRODUCER >= 24 && CONSUMER <= 256,
+                "setmaxnreg takes multiples of 8 in [24, 256]");
+  __device__ static void producer() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER)); }
+  __device__ static void consumer() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER)); }
+};
+using QueryWsRegisters = WsRegisters<24, 240>;  // forward and dq: a lean producer (produce_key_tiles)
+using DkdvWsRegisters = WsRegisters<32, 232>;   // dk/dv: its producer computes row offsets too
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 __device__ __forceinline__ void turn_wait(int wg) { asm volatile("bar.sync %0, 256;\n" ::"r"(4 + wg) : "memory"); }
 __device__ __forceinline__ void turn_pass(int wg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - wg) : "memory"); }
@@ -215,7 +227,7 @@ template <int HDP, int STAGES>
 __device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCta& c, uint32_t sK, uint32_t sV,
                                                   uint32_t bars, int tix) {
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
-  registers_down<24>();
+  QueryWsRegisters::producer();
   for (int t = 0; t < c.ntiles; ++t) {
     const uint32_t st = uint32_t(t % STAGES);
     if (t >= STAGES) mbar_wait(bars + 8u * (STAGES + st), uint32_t(t / STAGES - 1) & 1u);
