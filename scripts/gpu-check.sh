@@ -59,6 +59,15 @@ san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on th
   timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 "${extra[@]}" \
     ./build/dflash-tests --test-suite="$suites" "$@"
 }
+mode_ab() {  # mode_ab STEP VARIABLE A B: qwen3-8b 4096:512 under VARIABLE=A, B, A, B, then the online step
+  # with --arena-gb=7 and 65536:512 under A and B, in one call (a kernel mode's A/B in the step)
+  local name=$1 var=$2 a=$3 b=$4
+  step "$name" timeout 590 bash -c "for m in $a $b $a $b; do echo \"$var=\$m\"; \
+    env $var=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20 || exit 1; done; \
+    for m in $a $b; do echo \"$var=\$m\"; env $var=\$m ./build/dflash-bench step --cuda --online --model=qwen3-8b \
+    --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; env $var=\$m ./build/dflash-bench step --cuda \
+    --model=qwen3-8b --bucket=65536:512 --steps=5 || exit 1; done"
+}
 for s in "${steps[@]}"; do
   case $s in
     build) step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" \
@@ -78,28 +87,16 @@ for s in "${steps[@]}"; do
         step "sanitize-ws-$tool" san "$tool" 300 'gpu-attention' --test-case='*query side in the ws mode*' \
           --subcase='B 2? S 1100*,hd 64? GQA 1*'
       done ;;
-    dkdv-ab)  # dk/dv's decoupled mode against the default (ws) in the step, interleaved in one call: qwen3-8b
-      # 4096:512 (decoupled, ws, decoupled, ws), the online step with --arena-gb=7 and 65536:512 (decoupled, ws)
-      step dkdv-ab timeout 590 bash -c "for m in decoupled ws decoupled ws; do echo \"DFLASH_ATTENTION_DKDV=\$m\"; \
-        DFLASH_ATTENTION_DKDV=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20 \
-        || exit 1; done; for m in decoupled ws; do echo \"DFLASH_ATTENTION_DKDV=\$m\"; DFLASH_ATTENTION_DKDV=\$m \
-        ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
-        DFLASH_ATTENTION_DKDV=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=65536:512 --steps=5 \
-        || exit 1; done" ;;
+    dkdv-ab)  # dk/dv's decoupled mode against ws in the step (see mode_ab)
+      mode_ab dkdv-ab DFLASH_ATTENTION_DKDV decoupled ws ;;
     sanitize-dkdv-ws)  # dk/dv's ws mode: memcheck and synccheck on gpu-attention, racecheck on the version test's
       # small two-chunk subcase (which runs shared, decoupled and ws)
       step sanitize-dkdv-ws-memcheck san memcheck 300 'gpu-attention'
       step sanitize-dkdv-ws-synccheck san synccheck 300 'gpu-attention'
       step sanitize-dkdv-ws-racecheck san racecheck 300 'gpu-attention' \
         --test-case='CUDA kernel versions 1 and 2 agree*' --subcase='hd 64 with two chunks*' ;;
-    query-ab)  # the query side's modes (DFLASH_ATTENTION_QUERY) in the step, interleaved in one call: qwen3-8b
-      # 4096:512 (lockstep, ws, lockstep, ws), the online step with --arena-gb=7 and 65536:512 (lockstep, ws)
-      step query-ab timeout 590 bash -c "for m in lockstep ws lockstep ws; do echo \"DFLASH_ATTENTION_QUERY=\$m\"; \
-        DFLASH_ATTENTION_QUERY=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20 \
-        || exit 1; done; for m in lockstep ws; do echo \"DFLASH_ATTENTION_QUERY=\$m\"; DFLASH_ATTENTION_QUERY=\$m \
-        ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
-        DFLASH_ATTENTION_QUERY=\$m ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=65536:512 --steps=5 \
-        || exit 1; done" ;;
+    query-ab)  # the query side's modes in the step (see mode_ab)
+      mode_ab query-ab DFLASH_ATTENTION_QUERY lockstep ws ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;
     sanitize-spec)  # the decode kernels (cached attention, argmax, acceptance, row copies) under all four tools;
       # excluded by test case: the Qwen3-8B-sized random target (minutes under a sanitizer; the golden and

@@ -126,21 +126,17 @@ TEST_SUITE("gpu-attention") {
     // Version 2's dk/dv kernel picks its mode by size (decoupled for the drafter's shape below,
     // split for the small ones); the first two cases run in every mode, and decoupled must give
     // shared's bits (the same products in the same order; only the synchronisation differs).
-    struct DkdvMode {
-      explicit DkdvMode(const char* mode) { setenv("DFLASH_ATTENTION_DKDV", mode, 1); }
-      ~DkdvMode() { unsetenv("DFLASH_ATTENTION_DKDV"); }
-    };
     // ws (a producer warpgroup stages the chunks for decoupled's consumers) likewise.
     auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
       const Data d = make_data(c, seed);
       KernelResult shared;
       {
-        DkdvMode forced("shared");
+        ScopedEnv forced("DFLASH_ATTENTION_DKDV", "shared");
         shared = run_kernels(c, d, 2);
       }
       for (const char* mode : {"decoupled", "ws"}) {
         INFO("dk/dv mode " << std::string(mode));
-        DkdvMode forced(mode);
+        ScopedEnv forced("DFLASH_ATTENTION_DKDV", mode);
         const KernelResult r = run_kernels(c, d, 2);
         CHECK(bitwise_equal(r.dk, shared.dk));
         CHECK(bitwise_equal(r.dv, shared.dv));
@@ -151,7 +147,7 @@ TEST_SUITE("gpu-attention") {
     auto versions_in_every_mode = [](const Case& c, uint64_t seed) {
       for (const char* mode : {"shared", "split", "decoupled", "ws"}) {
         INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
-        DkdvMode forced(mode);
+        ScopedEnv forced("DFLASH_ATTENTION_DKDV", mode);
         check_versions(c, seed);
       }
     };
@@ -216,10 +212,6 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("version 2's query side in the ws mode (producer warpgroup, ping-pong) gives the lockstep mode's bits") {
     REQUIRE_GPU();
-    struct QueryMode {
-      explicit QueryMode(const char* mode) { setenv("DFLASH_ATTENTION_QUERY", mode, 1); }
-      ~QueryMode() { unsetenv("DFLASH_ATTENTION_QUERY"); }
-    };
     // The same products in the same order: out, lse and dq (added to and fresh) equal bit for bit;
     // dk and dv do not depend on the mode. Then ws against version 1 as the other modes are.
     auto ws_is_lockstep = [](const Case& c, uint64_t seed) {
@@ -227,11 +219,11 @@ TEST_SUITE("gpu-attention") {
       const Data d = make_data(c, seed);
       KernelResult lockstep, ws;
       {
-        QueryMode forced("lockstep");
+        ScopedEnv forced("DFLASH_ATTENTION_QUERY", "lockstep");
         lockstep = run_kernels(c, d, 2);
       }
       {
-        QueryMode forced("ws");
+        ScopedEnv forced("DFLASH_ATTENTION_QUERY", "ws");
         ws = run_kernels(c, d, 2);
       }
       CHECK(all_finite(ws.out));
@@ -243,7 +235,7 @@ TEST_SUITE("gpu-attention") {
       CHECK(bitwise_equal(ws.dk, lockstep.dk));
       const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
       if (any_kept) {  // check_versions asks for some non-zero dk
-        QueryMode forced("ws");
+        ScopedEnv forced("DFLASH_ATTENTION_QUERY", "ws");
         check_versions(c, seed);
       }
     };
@@ -272,15 +264,15 @@ TEST_SUITE("gpu-attention") {
     REQUIRE_GPU();
     const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
     const Data d = make_data(c, 720);
-    setenv("DFLASH_ATTENTION_QUERY", "pingpong", 1);
-    CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
-                         std::runtime_error);
-    unsetenv("DFLASH_ATTENTION_QUERY");
-    setenv("DFLASH_ATTENTION_DKDV", "pingpong", 1);
+    {
+      ScopedEnv bad("DFLASH_ATTENTION_QUERY", "pingpong");
+      CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
+                           std::runtime_error);
+    }
+    ScopedEnv bad("DFLASH_ATTENTION_DKDV", "pingpong");
     CHECK_THROWS_WITH_AS(run_kernels(c, d, 2),
                          doctest::Contains("DFLASH_ATTENTION_DKDV=pingpong: use split, shared, decoupled or ws"),
                          std::runtime_error);
-    unsetenv("DFLASH_ATTENTION_DKDV");
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <unistd.h>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -20,6 +21,17 @@
 #include "runtime/tensor.h"
 
 namespace dflash::test {
+
+// Environment variable `name` set to `value` for the object's lifetime, then unset.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+};
 
 // A CPU context made current for the test's lifetime.
 struct CpuRuntime {
