@@ -285,9 +285,9 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
     const char* what = "dflash_attention_backward (sm90): dq";
     auto run = [&](auto ws) {
       constexpr bool WS = decltype(ws)::value;
-      const int threads = WS ? kWsThreads : kThreads;
-      if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads);
-      else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads);
+      const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
+      if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads, regs);
+      else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads, regs);
     };
     if (query_side_ws(true)) run(std::true_type{});
     else run(std::false_type{});

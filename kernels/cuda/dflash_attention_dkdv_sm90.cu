@@ -398,9 +398,9 @@ void launch_dkdv(Params p, cudaStream_t s) {
   const char* what = "dflash_attention_backward (sm90): dk/dv";
   auto run = [&](auto mode) {
     constexpr Dkdv M = decltype(mode)::value;
-    const int threads = DkdvMode<M>::kCtaThreads;
-    if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads);
-    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads);
+    const int threads = DkdvMode<M>::kCtaThreads, regs = DkdvMode<M>::kWs ? DkdvWsRegisters::kTotal : 0;
+    if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads, regs);
+    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs);
   };
   if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});
   else if (ws) run(std::integral_constant<Dkdv, Dkdv::ws>{});

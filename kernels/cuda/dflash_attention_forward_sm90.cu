@@ -243,9 +243,9 @@ bool forward(const DflashAttentionForward& a, void* stream) {
   const char* what = "dflash_attention_forward (sm90)";
   auto run = [&](auto ws) {
     constexpr bool WS = decltype(ws)::value;
-    const int threads = WS ? kWsThreads : kThreads;
-    if (p.G.hd <= 64) launch(forward_kernel<64, WS>, grid, forward_smem_bytes<64, WS>(), s, p, what, threads);
-    else launch(forward_kernel<128, WS>, grid, forward_smem_bytes<128, WS>(), s, p, what, threads);
+    const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
+    if (p.G.hd <= 64) launch(forward_kernel<64, WS>, grid, forward_smem_bytes<64, WS>(), s, p, what, threads, regs);
+    else launch(forward_kernel<128, WS>, grid, forward_smem_bytes<128, WS>(), s, p, what, threads, regs);
   };
   if (query_side_ws(true)) run(std::true_type{});
   else run(std::false_type{});

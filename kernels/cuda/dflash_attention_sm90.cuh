@@ -202,6 +202,7 @@ constexpr int kProducerThreads = kWsThreads - kThreads;
 constexpr int kWsLaunchRegisters = 168;
 template <int PRODUCER, int CONSUMER>
 struct WsRegisters {
+  static constexpr int kTotal = PRODUCER * kProducerThreads + CONSUMER * kThreads;
   static_assert(PRODUCER * kProducerThreads + CONSUMER * kThreads <= kWsLaunchRegisters * kWsThreads,
                 "the warpgroups' registers after setmaxnreg must fit the CTA's launch allocation");
   static_assert(PRODUCER % 8 == 0 && CONSUMER % 8 == 0 && PRODUCER >= 24 && CONSUMER <= 256,
@@ -395,10 +396,23 @@ inline Params base_params(const void* q, const void* k, const void* v, const int
   return p;
 }
 
+// ws_registers (warp-specialized kernels: their WsRegisters::kTotal): the kernel's launch allocation
+// must hold what setmaxnreg hands out, else its consumers would wait forever; checked, not hung.
 template <class Kernel>
 void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params& p, const char* what,
-            int threads = kThreads) {
+            int threads = kThreads, int ws_registers = 0) {
   attn::allow_smem(kernel, smem, what);
+  if (ws_registers > 0) {
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess)
+      throw std::runtime_error(std::string(what) + ": cannot read the kernel's attributes");
+    if (fa.numRegs * threads < ws_registers)
+      throw std::runtime_error(std::string(what) + ": compiled with " + std::to_string(fa.numRegs) +
+                               " registers per thread, but its warpgroups' setmaxnreg counts need " +
+                               std::to_string(ws_registers) + " in all (" + std::to_string(kWsLaunchRegisters) +
+                               " per thread expected); it would hang. Set DFLASH_ATTENTION_QUERY=lockstep and leave "
+                               "DFLASH_ATTENTION_DKDV unset, and report the CUDA version");
+  }
   kernel<<<grid, threads, smem, s>>>(p);
   check_launch(what);
 }
