@@ -259,7 +259,7 @@ bool query_side_ws(bool fallback) {
   if (mode == "ws") return true;
   if (mode == "lockstep") return false;
   throw std::runtime_error("DFLASH_ATTENTION_QUERY=" + mode +
-                           ": use lockstep (all threads load and compute) or ws (a producer warp and ping-pong)");
+                           ": use lockstep (all threads load and compute) or ws (a producer warpgroup and ping-pong turns)");
 }
 
 }  // namespace dflash::kernels::cuda::sm90

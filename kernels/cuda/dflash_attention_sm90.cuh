@@ -179,13 +179,11 @@ __device__ __forceinline__ void stage_key_tile(uint32_t t0, const bf16_t* s0, ui
 //
 // kWsThreads = the two consumer warpgroups (threads 0..255, which compute exactly as in the
 // lockstep mode, with 240 registers each) and a producer warpgroup (256..383, 24 registers each;
-// see WsRegisters) that stages every key tile (K and V)
-// of the CTA's virtual sequence into a ring of `stages` buffers: tile t waits for buffer
-// t % stages to be released (empty[t % stages], one arrival per consumer thread), then lands by
-// cp.async and completes full[t % stages] (one arrival per producer thread when its copies have
-// landed). A
-// consumer thread waits for full(t) before it releases tile t, so no arrival can run ahead into a
-// later phase of a barrier. The consumers take turns to issue their wgmmas (FlashAttention-3's
+// see WsRegisters) that stages every key tile (K and V) of the CTA's virtual sequence into a ring
+// of `stages` buffers: tile t waits for buffer t % stages to be released (empty[t % stages], one
+// arrival per consumer thread), then lands by cp.async and completes full[t % stages] (one arrival
+// per producer thread when its copies have landed). A consumer thread waits for full(t) before it
+// releases tile t, so no arrival can run ahead into a later phase of a barrier. The consumers take turns to issue their wgmmas (FlashAttention-3's
 // ping-pong): warpgroup wg waits at named barrier 4 + wg, issues, and passes the turn with an
 // arrival at the other's barrier, so one warpgroup's softmax runs under the other's products.
 // Both warpgroups take the same number of turns; warpgroup 0 takes the first (warpgroup 1 passes
@@ -203,7 +201,7 @@ constexpr int kWsLaunchRegisters = 168;
 template <int PRODUCER, int CONSUMER>
 struct WsRegisters {
   static constexpr int kTotal = PRODUCER * kProducerThreads + CONSUMER * kThreads;
-  static_assert(PRODUCER * kProducerThreads + CONSUMER * kThreads <= kWsLaunchRegisters * kWsThreads,
+  static_assert(kTotal <= kWsLaunchRegisters * kWsThreads,
                 "the warpgroups' registers after setmaxnreg must fit the CTA's launch allocation");
   static_assert(PRODUCER % 8 == 0 && CONSUMER % 8 == 0 && PRODUCER >= 24 && CONSUMER <= 256,
                 "setmaxnreg takes multiples of 8 in [24, 256]");
