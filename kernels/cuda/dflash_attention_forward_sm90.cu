@@ -10,11 +10,11 @@ namespace {
 // Q [2 warpgroups], then the K tiles and the V tiles of [64][HDP], 1024-aligned; the ws mode's
 // ring barriers after them.
 constexpr int kWsForwardStages = 4;
-template <int HDP, bool WS>
+template <bool WS>
 constexpr int forward_stages() { return WS ? kWsForwardStages : kStages; }
 template <int HDP, bool WS>
 constexpr int forward_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * (2 + 2 * forward_stages<HDP, WS>()) + 16 * forward_stages<HDP, WS>();
+  return 1024 + int(tile_bytes(kRows, HDP)) * (2 + 2 * forward_stages<WS>()) + 16 * forward_stages<WS>();
 }
 
 // Per warpgroup, FlashAttention-3's order, so that tensor cores and the online softmax overlap
@@ -34,7 +34,7 @@ constexpr int forward_smem_bytes() {
 // end (its P V done). The products, their order and the softmax are the lockstep mode's.
 template <int HDP, bool WS>
 __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(const Params p) {
-  constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<HDP, WS>();
+  constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<WS>();
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sK = sQ + 2 * TB, sV = sK + STAGES * TB,
