@@ -185,7 +185,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   cuda_backend::synchronize(stream);
   const bool same_bits = to_bytes(dq) == b2q && to_bytes(dk) == b2k && to_bytes(dv) == b2v;
   // v2's dk/dv kernel in each of its modes, forced (DFLASH_ATTENTION_DKDV), against v1.
-  // Decoupled computes every product as shared does: the same bits.
+  // Decoupled and ws compute every product as shared does: the same bits.
   const char* modes[4] = {"shared", "split", "decoupled", "ws"};
   double d_mode[4] = {0, 0, 0, 0};
   std::vector<uint8_t> shared_dk, shared_dv;
