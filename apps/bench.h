@@ -61,7 +61,7 @@ struct BenchMemory {
 int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buckets, int steps, bool cuda,
                        const BenchMemory& ck, bool online);
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
-                          const BenchMemory& ck);
+                          const BenchMemory& ck, bool online);
 // dflash-bench gemms (apps/bench_gemms.cpp): each distinct GEMM of a recorded program (from its
 // profile log) timed with cuBLAS's own algorithm and with cuBLASLt's first `candidates`.
 std::vector<std::pair<GemmShape, int64_t>> gemm_shapes_of(const ProfileLog& log, const std::string& program);

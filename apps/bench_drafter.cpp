@@ -179,6 +179,13 @@ struct DrafterBench {
     startup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
 
+  // Online mode: the target's forward up to the deepest layer the drafter reads.
+  double target_flops(const Bucket& b) const {
+    int64_t deepest = 0;
+    for (int64_t id : spec.target_layer_ids) deepest = std::max(deepest, id);
+    return target_forward_flops(target->spec(), b.batch, b.seq, deepest + 1);
+  }
+
   static std::string train_name(const Bucket& b) { return "train/" + std::to_string(b.seq); }
   static std::string target_name(const Bucket& b) { return "target/" + std::to_string(b.seq); }
 
@@ -265,11 +272,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
     double med = ms[ms.size() / 2];
     double flops = 0;
     for (int k = 0; k < 3; ++k) flops += step_flops(spec, b, anchors[k]) / 3;
-    if (online) {
-      int64_t deepest = 0;
-      for (int64_t id : spec.target_layer_ids) deepest = std::max(deepest, id);
-      flops += target_forward_flops(bench.target->spec(), b.batch, b.seq, deepest + 1);
-    }
+    if (online) flops += bench.target_flops(b);
     StepResult r = s->result();
     const ProgramReport& rep = report_of(*bench.engine, DrafterBench::train_name(b));
     std::printf("%5lld:%-6lld %10.2f %10.2f %10.1f %12.2f   (loss %.3f; recompute %s)\n", (long long)b.seq,
@@ -309,9 +312,9 @@ int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buc
 }
 
 int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& buckets, int replays, bool cuda,
-                          const BenchMemory& ck) {
+                          const BenchMemory& ck, bool online) {
   const bool checkpointing = ck.on;
-  DrafterBench bench(model, buckets, cuda, false, ck.chunk_rows);
+  DrafterBench bench(model, buckets, cuda, online, ck.chunk_rows);
   ProfileLog log;
   bench.ctx.attach_profile(&log);
   if (cuda) profile_track_graph_nodes();
@@ -327,20 +330,24 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
     const std::string train_name = DrafterBench::train_name(b);
     const Program& train = bench.engine->program(train_name);
     const Program& upd = bench.engine->program("update");
+    const Program* tgt = online ? &bench.engine->program(DrafterBench::target_name(b)) : nullptr;
     const ProgramReport& rep = report_of(*bench.engine, train_name);
     char title[320];
     std::snprintf(title, sizeof title,
-                  "profile: %s %lld:%lld on %s, checkpointing %s: recompute %s, %d replays of train + update",
+                  "profile: %s %lld:%lld on %s, checkpointing %s: recompute %s, %d replays of %strain + update",
                   model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(), ck.str().c_str(),
-                  recompute_label(rep).c_str(), replays);
+                  recompute_label(rep).c_str(), replays, online ? "target + " : "");
     char summary[512];
     std::snprintf(summary, sizeof summary,
                   "\"model\":\"%s\",\"seq\":%lld,\"anchors\":%lld,\"batch\":%lld,\"checkpointing\":%s,"
                   "\"recomputed\":%lld,\"partially_recomputed\":%lld,\"bench_flop\":%.17g",
                   model.c_str(), (long long)b.seq, (long long)b.anchors, (long long)b.batch,
                   checkpointing ? "true" : "false", (long long)rep.recomputed, (long long)rep.partially_recomputed,
-                  step_flops(bench.spec, b, anchors[0]));
-    ok = profile_replays(bench.ctx, log, cuda, {train_name, "update"}, [&] {
+                  step_flops(bench.spec, b, anchors[0]) + (online ? bench.target_flops(b) : 0.0));
+    std::vector<std::string> programs = {train_name, "update"};
+    if (tgt) programs.insert(programs.begin(), DrafterBench::target_name(b));
+    ok = profile_replays(bench.ctx, log, cuda, programs, [&] {
+           if (tgt) tgt->replay();
            train.replay();
            upd.replay();
          }, replays, bench.visible_pairs(anchors[0]), title, summary) && ok;

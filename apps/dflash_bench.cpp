@@ -237,7 +237,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
-      return bench_drafter_profile(model, buckets, replays, cuda, ck);
+      return bench_drafter_profile(model, buckets, replays, cuda, ck, online);
     }
     std::fprintf(stderr,
                  "usage: dflash-bench workers [--steps=N]   CPU: 1 vs 2 worker threads\n"
@@ -250,8 +250,8 @@ int main(int argc, char** argv) {
                  "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"
                  "       dflash-bench profile [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--replays=N]\n"
-                 "                         [--no-checkpointing] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
-                 "                         per-op time table of that step (CUPTI on the GPU)\n"
+                 "                         [--no-checkpointing] [--online] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
+                 "                         per-op time table of that step (CUPTI on the GPU; --online: with the target)\n"
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
                  "       dflash-bench profile [--cuda] --spec [--model=qwen3-8b|small] [--context=N ...] [--replays=N]\n"
                  "                         the same for speculative decoding's target-alone step and one round\n"

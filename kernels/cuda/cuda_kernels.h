@@ -220,9 +220,10 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // environment variable DFLASH_ATTENTION=v1|v2 picks one (default v2); it is read once, at the
 // first launch. `version` (0: that choice) overrides it per call, e.g. for an A/B benchmark.
 // v2 runs fastest when each sequence's anchors are sorted ascending (the data pipeline's order);
-// any order gives the same results. v2's dk/dv kernel has two modes, equal up to rounding: shared
-// (128 keys per CTA) and split (64 keys per CTA, for grids that would not fill the GPU); it picks
-// by size unless DFLASH_ATTENTION_DKDV=shared|split (read at every launch, a tuning knob) says.
+// any order gives the same results. v2's dk/dv kernel has modes equal up to rounding: 128 keys
+// per CTA (shared, decoupled and ws, with the same bits; ws, a producer warpgroup staging the
+// chunks, is the default) and split (64 keys per CTA, for grids that would not fill the GPU); it
+// picks by size unless DFLASH_ATTENTION_DKDV=shared|split|decoupled|ws (read at every launch) says.
 // v2's forward and dq kernels have two modes with the same bits: ws (a producer warpgroup stages
 // the K/V tiles, the two consumer warpgroups take ping-pong turns; the default) and lockstep (every
 // thread stages and computes); DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch) forces one.

@@ -377,10 +377,10 @@ void launch_dkdv(Params p, cudaStream_t s) {
   // the longest CTA. Split where the shared mode's context CTAs, of which the first sees nearly
   // every block, would not fill the GPU one and a half times (e.g. 1024:128 and 2048:256 with
   // 8 kv heads on 132 SMs, not 4096:512).
-  // Otherwise decoupled (shared's work and bits without its barrier per chunk: 3-4 % faster than
-  // shared at 4096:512 and 65536:512 on the H200, docs/BENCH.md, sixth session). Ws (decoupled's
-  // consumers, the chunks staged by a producer warpgroup) runs only when asked: its first run on
-  // the H200 hung (the register counts, fixed since) and it has not run since (docs/ATTENTION.md).
+  // Otherwise ws: decoupled's consumers (shared's work and bits without its barrier per chunk),
+  // the chunks staged by a producer warpgroup; on the H200 4.5 % faster than decoupled at 4096:512
+  // and 1.8 % at 65536:512, decoupled 3-4 % faster than shared (docs/BENCH.md, sixth and twelfth
+  // sessions).
   // DFLASH_ATTENTION_DKDV=split|shared|decoupled|ws (read at every launch; a tuning knob) overrides;
   // anything else is an error naming the choices.
   const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
@@ -389,8 +389,8 @@ void launch_dkdv(Params p, cudaStream_t s) {
   if (!mode.empty() && mode != "split" && mode != "shared" && mode != "decoupled" && mode != "ws")
     throw std::runtime_error("DFLASH_ATTENTION_DKDV=" + mode + ": use split, shared, decoupled or ws");
   const bool split = mode == "split" || (mode.empty() && 2 * shared_ctx < 3 * int64_t(device_info().sms));
-  const bool ws = mode == "ws";
-  const bool decoupled = !split && !ws && mode != "shared";
+  const bool ws = mode == "ws" || (mode.empty() && !split);
+  const bool decoupled = mode == "decoupled";
   const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::shared>::kKeys;
   p.nctx = int((G.S + keys - 1) / keys);
   p.ndraft = int((G.T + keys - 1) / keys);
