@@ -17,7 +17,8 @@
 # kernels at 4096:512: the details page, then scripts/ncu-hotspots.py's stall reasons and hot SASS
 # lines, in the log), gemms (each GEMM shape of
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
-# --gemm-tuning), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
+# --gemm-tuning), clocks (the offline and online steps and the target under nvidia-smi's clock and power
+# samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
 # 4096:512 under forced recompute choices and arena budgets), bench-4096
@@ -137,6 +138,11 @@ for s in "${steps[@]}"; do
         echo \"DFLASH_TARGET_FUSION=\$f\"; DFLASH_TARGET_FUSION=\$f ./build/dflash-bench step --cuda --online \
         --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; done; \
         ./build/dflash-bench profile --cuda --target --seq=4096" ;;
+    clocks) step clocks timeout 500 bash scripts/gpu-clocks.sh "$out/clocks" \
+      "step --cuda --model=qwen3-8b --bucket=4096:512 --arena-gb=7 --steps=60" \
+      "step --cuda --online --model=qwen3-8b --bucket=4096:512 --arena-gb=7 --steps=60" \
+      "step --cuda --model=qwen3-8b --bucket=4096:512 --arena-gb=7 --steps=60" \
+      "target --cuda --model=qwen3-8b --seq=4096 --steps=60" ;;
     profile-online) step profile-online timeout 300 ./build/dflash-bench profile --cuda --online --model=qwen3-8b \
       --bucket=4096:512 --arena-gb=7 ;;
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
