@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 out=$1; shift
 mkdir -p "$out"
 fields=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
-nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 100 >"$out/clocks.csv" 2>&1 &
+TZ=UTC nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 100 >"$out/clocks.csv" 2>&1 &
 smi=$!
 : >"$out/marks.txt"
 rc=0
