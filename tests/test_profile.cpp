@@ -117,6 +117,39 @@ TEST_SUITE("profile") {
     }
   }
 
+  TEST_CASE("dflash-bench profile --online on the CPU: the target's rows are its layers up to the deepest one read") {
+    // The tiny drafter's target (apps/bench_target.cpp): hidden 64, intermediate 3 x 64, 4/2 heads
+    // of 16, 36 layers of which the drafter reads 1, 9, 17, 25 and 33, so 34 run; 128 tokens.
+    Run r = run_profile("--model=tiny --bucket=128:4 --replays=2 --online");
+    const double H = 64, I = 192, q = 4 * 16, kv = 2 * 16, S = 128, layers = 34, hd = 16, nh = 4;
+    const double gemm_flop = layers * S * 2 * (H * q + 2 * H * kv + q * H + 3 * H * I);
+    const double attention_flop = layers * 2 * 2 * (S * (S + 1) / 2) * hd * nh;  // causal, as BENCH.md counts
+    double target_gemm = 0, drafter_gemm = 0;
+    bool update_rows = false;
+    for (const nlohmann::json& row : r.rows) {
+      const std::string shape = row["shape"], program = row["program"];
+      if (program == "update") update_rows = true;
+      if (shape.rfind("gemm ", 0) != 0) continue;
+      long long M = 0, N = 0, K = 0;
+      REQUIRE(std::sscanf(shape.c_str(), "gemm M=%lld N=%lld K=%lld", &M, &N, &K) == 3);
+      if (program == "target/128") {
+        CHECK(M == S);  // every target GEMM runs the 128 tokens
+        CHECK(std::string(row["phase"]) == "forward");
+        target_gemm += double(row["flop"]);
+      } else {
+        CHECK(program == "train/128");
+        drafter_gemm += double(row["flop"]);
+      }
+    }
+    CHECK(target_gemm == doctest::Approx(gemm_flop).epsilon(1e-12));
+    CHECK(drafter_gemm > 0);
+    CHECK(update_rows);
+    // bench_flop: the drafter's formula plus the target's forward, its attention included.
+    const double pairs = r.summary["visible_pairs"];
+    CHECK(double(r.summary["bench_flop"]) ==
+          doctest::Approx(bench_formula(128, 4, pairs) + gemm_flop + attention_flop).epsilon(1e-9));
+  }
+
   TEST_CASE("dflash-bench profile --spec on the CPU: the decode step's GEMMs are one token through every layer and the lm_head") {
     // The small spec model: target hidden 256, intermediate 768, 8 layers, 8/2 heads of 32, vocab
     // 4096; drafter 2 layers, block 8.
