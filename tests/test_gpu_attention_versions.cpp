@@ -2,7 +2,8 @@
 // 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2, 4, 8,
 // hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits twice;
 // fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes against
-// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise. Suite "gpu-attention": it needs a GPU and fails without one.
+// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise. Suite
+// "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cstdlib>
 #include <string>
@@ -123,10 +124,10 @@ void check_versions(const Case& c, uint64_t seed) {
 TEST_SUITE("gpu-attention") {
   TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
     REQUIRE_GPU();
-    // Version 2's dk/dv kernel picks its mode by size (decoupled for the drafter's shape below,
-    // split for the small ones); the first two cases run in every mode, and decoupled must give
-    // shared's bits (the same products in the same order; only the synchronisation differs).
-    // ws (a producer warpgroup stages the chunks for decoupled's consumers) likewise.
+    // Version 2's dk/dv kernel picks its mode by size (ws for the drafter's shape below, split for
+    // the small ones); the first two cases run in every mode, and decoupled and ws (a producer
+    // warpgroup stages the chunks for decoupled's consumers) must give shared's bits (the same
+    // products in the same order; only the synchronisation differs).
     auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
       const Data d = make_data(c, seed);
       KernelResult shared;

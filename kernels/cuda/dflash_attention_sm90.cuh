@@ -408,8 +408,8 @@ void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params
       throw std::runtime_error(std::string(what) + ": compiled with " + std::to_string(fa.numRegs) +
                                " registers per thread, but its warpgroups' setmaxnreg counts need " +
                                std::to_string(ws_registers) + " in all (" + std::to_string(kWsLaunchRegisters) +
-                               " per thread expected); it would hang. Set DFLASH_ATTENTION_QUERY=lockstep and leave "
-                               "DFLASH_ATTENTION_DKDV unset, and report the CUDA version");
+                               " per thread expected); it would hang. Set DFLASH_ATTENTION_QUERY=lockstep and "
+                               "DFLASH_ATTENTION_DKDV=decoupled, and report the CUDA version");
   }
   kernel<<<grid, threads, smem, s>>>(p);
   check_launch(what);
