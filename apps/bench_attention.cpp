@@ -144,6 +144,13 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     cuda_backend::memcpy_sync(d_keep.p, keep.data(), d_keep.bytes);
   }
   const kc::DflashAttentionDims dims{B, S, N, kBlock, nh, nkv, hd, 64, float(1.0 / std::sqrt(double(hd)))};
+  // The fused backward's scratch, sized as if forced on (dk/dv's ws mode), so every mode below can use it.
+  setenv("DFLASH_ATTENTION_DKDV", "ws", 1);
+  setenv("DFLASH_ATTENTION_DQ", "fused", 1);
+  const int64_t scratch_bytes = kc::dflash_attention_backward_scratch_bytes(dims, true, true, 2);
+  unsetenv("DFLASH_ATTENTION_DKDV");
+  unsetenv("DFLASH_ATTENTION_DQ");
+  DeviceBuffer scratch(size_t(std::max<int64_t>(scratch_bytes, 16)));
   auto forward = [&](int version, DeviceBuffer& out, DeviceBuffer& lse) {
     kc::DflashAttentionForward a{q.p,   k.p,    v.p,     true,
                                  static_cast<const int32_t*>(d_anchors.p), static_cast<const int32_t*>(d_keep.p),
@@ -158,6 +165,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
                                   static_cast<const float*>(lse.p), static_cast<float*>(delta.p), dq.p, true, dk.p,
                                   true, dv.p, true};
     a.version = version;
+    a.scratch = scratch_bytes > 0 ? scratch.p : nullptr;
     kc::dflash_attention_backward(a, stream);
   };
   auto zero_grads = [&] {
@@ -215,6 +223,27 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   }
   unsetenv("DFLASH_ATTENTION_QUERY");
   const bool ws_same = q_bits[1][0] == q_bits[0][0] && q_bits[1][1] == q_bits[0][1] && q_bits[1][2] == q_bits[0][2];
+  // dq in its own kernel or summed inside dk/dv's (DFLASH_ATTENTION_DQ, with dk/dv in the ws mode):
+  // dk and dv the same bits; fused dq against v1, and the same bits twice (its sums' fixed order).
+  const char* dqmodes[2] = {"separate", "fused"};
+  std::vector<uint8_t> dq_bits[2][3];
+  double d_dqmode[2] = {0, 0};
+  setenv("DFLASH_ATTENTION_DKDV", "ws", 1);
+  for (int m = 0; m < 2; ++m) {
+    setenv("DFLASH_ATTENTION_DQ", dqmodes[m], 1);
+    zero_grads();
+    backward(2, out1, lse1);
+    cuda_backend::synchronize(stream);
+    dq_bits[m][0] = to_bytes(dq), dq_bits[m][1] = to_bytes(dk), dq_bits[m][2] = to_bytes(dv);
+    d_dqmode[m] = rel_diff(to_floats_bf16(dq), g1q);
+  }
+  zero_grads();
+  backward(2, out1, lse1);
+  cuda_backend::synchronize(stream);
+  const bool fused_dkdv_same = dq_bits[1][1] == dq_bits[0][1] && dq_bits[1][2] == dq_bits[0][2];
+  const bool fused_twice = to_bytes(dq) == dq_bits[1][0];
+  unsetenv("DFLASH_ATTENTION_DKDV");
+  unsetenv("DFLASH_ATTENTION_DQ");
 
   // Timing: warm-up, then the median of reps event-timed calls per version.
   Timing t[3] = {};
@@ -250,6 +279,17 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     tq[m] = {median(f), median(b)};
   }
   unsetenv("DFLASH_ATTENTION_QUERY");
+  double bwd_dq_ms[2] = {0, 0};
+  setenv("DFLASH_ATTENTION_DKDV", "ws", 1);
+  for (int m = 0; m < 2; ++m) {
+    setenv("DFLASH_ATTENTION_DQ", dqmodes[m], 1);
+    backward(2, out2, lse2);
+    std::vector<double> b;
+    for (int i = 0; i < reps; ++i) b.push_back(cuda_backend::time_ms(stream, [&] { backward(2, out2, lse2); }));
+    bwd_dq_ms[m] = median(b);
+  }
+  unsetenv("DFLASH_ATTENTION_DKDV");
+  unsetenv("DFLASH_ATTENTION_DQ");
   const double tf = flops * 1e-9, tb = 2.5 * flops * 1e-9;  // GFLOP per ms = TFLOP/s
   std::printf("\nshape: batch %lld, seq %lld, anchors %lld (bs %lld, %lld query rows), heads %lld, kv heads %lld, "
               "head dim %lld; forward %.1f GFLOP, backward %.1f GFLOP (counted)\n",
@@ -272,21 +312,30 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     std::printf("v2 %-9s %12.3f %12.1f %12.3f %12.1f   (forward and dq forced %s%s)\n", qmodes[m], tq[m].fwd_ms,
                 tf / tq[m].fwd_ms, tq[m].bwd_ms, tb / tq[m].bwd_ms, qmodes[m],
                 m == 1 ? (ws_same ? "; out, lse, dq: lockstep's bits" : "; BITS DIFFER FROM LOCKSTEP") : "");
+  for (int m = 0; m < 2; ++m)
+    std::printf("v2 dq %-6s %9s %12s %12.3f %12.1f   (dk/dv ws, dq %s; dq vs v1 %.2e%s)\n", dqmodes[m], "", "",
+                bwd_dq_ms[m], tb / bwd_dq_ms[m], m == 0 ? "in its own kernel" : "summed in dk/dv's kernel",
+                d_dqmode[m],
+                m == 0 ? "" : fused_dkdv_same && fused_twice ? "; dk, dv: separate's bits; dq the same bits twice"
+                                                             : "; BITS DIFFER (dk, dv from separate's, or dq run to run)");
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
               "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,\"v2_bwd_dkdv_ws_ms\":%.4f,"
               "\"v2_fwd_lockstep_ms\":%.4f,\"v2_fwd_ws_ms\":%.4f,\"v2_bwd_lockstep_ms\":%.4f,\"v2_bwd_ws_ms\":%.4f,"
-              "\"ws_same_bits\":%s,"
+              "\"ws_same_bits\":%s,\"v2_bwd_dq_separate_ms\":%.4f,\"v2_bwd_dq_fused_ms\":%.4f,"
+              "\"fused_scratch_bytes\":%lld,\"fused_same_bits\":%s,"
               "\"diff_out\":%.3e,\"diff_dq\":%.3e,"
               "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
               t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], bwd_mode_ms[3], tq[0].fwd_ms, tq[1].fwd_ms,
-              tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", d_out, d_dq, d_dk, d_dv,
+              tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", bwd_dq_ms[0], bwd_dq_ms[1],
+              (long long)scratch_bytes, fused_dkdv_same && fused_twice ? "true" : "false", d_out, d_dq, d_dk, d_dv,
               same_bits ? "true" : "false");
   const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
                   d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && d_mode[3] <= 2e-2 && decoupled_same &&
-                  ws_dkdv_same && ws_same;
+                  ws_dkdv_same && ws_same && d_dqmode[0] <= 2e-2 && d_dqmode[1] <= 2e-2 && fused_dkdv_same &&
+                  fused_twice;
   if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, is not deterministic, or a mode's bits differ\n");
   return ok ? 0 : 1;
 }

@@ -8,7 +8,9 @@
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
 # memcheck, racecheck, synccheck and initcheck, one step each),
 # sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
-# dkdv-ab (dk/dv's decoupled against ws in the step), sanitize-dkdv-ws,
+# dkdv-ab (dk/dv's decoupled against ws in the step), sanitize-dkdv-ws, dq-ab (dq's own kernel
+# against the fused backward in the step), fused-smoke (the fused backward's test case under a
+# timeout), sanitize-fused-dq (it under memcheck, synccheck, racecheck),
 # synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
@@ -96,6 +98,15 @@ for s in "${steps[@]}"; do
       step sanitize-dkdv-ws-synccheck san synccheck 300 'gpu-attention'
       step sanitize-dkdv-ws-racecheck san racecheck 300 'gpu-attention' \
         --test-case='CUDA kernel versions 1 and 2 agree*' --subcase='hd 64 with two chunks*' ;;
+    dq-ab)  # dq in its own kernel against the fused backward (dq summed in dk/dv's kernel) in the step
+      mode_ab dq-ab DFLASH_ATTENTION_DQ separate fused ;;
+    fused-smoke)  # the fused backward's test case alone, under a timeout (its turns wait across CTAs)
+      step fused-smoke timeout 200 ./build/dflash-tests --test-case='version 2*fused backward*' ;;
+    sanitize-fused-dq)  # the fused backward under memcheck, synccheck and racecheck (its small cases)
+      step sanitize-fused-dq-memcheck san memcheck 300 'gpu-attention' --test-case='version 2*fused backward*'
+      step sanitize-fused-dq-synccheck san synccheck 300 'gpu-attention' --test-case='version 2*fused backward*'
+      step sanitize-fused-dq-racecheck san racecheck 300 'gpu-attention' --test-case='version 2*fused backward*' \
+        --subcase='GQA 1*' ;;
     query-ab)  # the query side's modes in the step (see mode_ab)
       mode_ab query-ab DFLASH_ATTENTION_QUERY lockstep ws ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;

@@ -140,6 +140,37 @@ TEST_SUITE("attention-sm90-layout") {
     }
   }
 
+  TEST_CASE("the fused dq's operands: dS from the dS^T tile, and K's halves (head dim 128)") {
+    // A = dS (M = 64 query rows, K = 16 keys per step) reads the element ds_offset wrote for
+    // (key 16kk + k, row m); B = K (N = the warpgroup's 64 columns) reads K tile kk / 4's staged
+    // element (key 16 (kk % 4) + k, column 64 wg + n).
+    constexpr uint32_t kKTiles = 11 * 1024;
+    std::set<uint32_t> ds_cells;
+    for (int key = 0; key < 128; ++key)
+      for (int row = 0; row < 64; ++row) ds_cells.insert(ds_offset(key, row));
+    CHECK(ds_cells.size() == size_t(128 * 64));
+    CHECK(*ds_cells.rbegin() < tile_bytes(128, 64));
+    for (int kk = 0; kk < 8; ++kk) {
+      CAPTURE(kk);
+      const Fields a = decode(dq_ds_desc(kBase, kk));
+      CHECK(a.layout == 1);
+      CHECK(a.sbo == 1024);
+      bool a_ok = true, b_ok = true;
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          a_ok = a_ok && mnmajor_element(a.start, a.lbo, a.sbo, m, k) == kBase + ds_offset(16 * kk + k, m);
+      CHECK(a_ok);
+      for (int wg = 0; wg < 2; ++wg) {
+        const Fields b = decode(dq_k_desc(kKTiles, wg, kk));
+        const uint32_t tile = kKTiles + uint32_t(kk / 4) * tile_bytes(kRows, 128);
+        for (int n = 0; n < 64; ++n)
+          for (int k = 0; k < 16; ++k)
+            b_ok = b_ok && mnmajor_element(b.start, b.lbo, b.sbo, n, k) == staged(tile, 16 * (kk % 4) + k, 64 * wg + n);
+      }
+      CHECK(b_ok);
+    }
+  }
+
   TEST_CASE("ldmatrix lanes of an A fragment: rows m0 + (lane & 7) + 8 ((lane >> 3) & 1), k 16 kk + 8 (lane >> 4)") {
     // load_a_frag: matrix j = lane / 8 of ldmatrix.x4 is (rows 0-7 | 8-15) x (k 0-7 | 8-15) in the
     // order of the mma A fragment: a0 (rows 0-7, k 0-7), a1 (rows 8-15), a2 (k 8-15), a3 (both).

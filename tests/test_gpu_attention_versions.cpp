@@ -2,8 +2,9 @@
 // 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2, 4, 8,
 // hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits twice;
 // fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes against
-// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise. Suite
-// "gpu-attention": it needs a GPU and fails without one.
+// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise; the fused
+// backward (dq summed in dk/dv's kernel) against dq's own kernel and the same bits run after run.
+// Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cstdlib>
 #include <string>
@@ -40,6 +41,11 @@ KernelResult run_kernels(const Case& c, const Data& d, int version) {
   const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
   const auto* pa = static_cast<const int32_t*>(anchors.raw());
   const auto* pk = static_cast<const int32_t*>(keep.raw());
+  // The fused backward's scratch where it runs, NaN-filled: its sums must not read what they did
+  // not write.
+  const int64_t scratch_bytes = kernels::cuda::dflash_attention_backward_scratch_bytes(dims, true, true, version);
+  Tensor scratch = scratch_bytes > 0 ? Tensor::persistent({(scratch_bytes + 3) / 4}, DType::f32) : Tensor();
+  if (scratch.defined()) ops::fill_(scratch, NAN);
   kernels::cuda::DflashAttentionForward f{q.raw(),   k.raw(), v.raw(), true, pa, pk, dims, out.raw(),
                                           static_cast<float*>(lse.raw()), static_cast<int32_t*>(tiles.raw())};
   f.version = version;
@@ -53,6 +59,7 @@ KernelResult run_kernels(const Case& c, const Data& d, int version) {
                                              true};
     b.version = version;
     b.dq_fresh = b.dk_fresh = b.dv_fresh = fresh;
+    b.scratch = scratch.defined() ? scratch.raw() : nullptr;
     kernels::cuda::dflash_attention_backward(b, ctx.cuda_stream());
     ctx.synchronize();
   };
@@ -261,13 +268,93 @@ TEST_SUITE("gpu-attention") {
     }
   }
 
-  TEST_CASE("DFLASH_ATTENTION_QUERY and DFLASH_ATTENTION_DKDV outside their choices are refused, naming them") {
+  TEST_CASE("version 2's fused backward: dq summed in dk/dv's kernel, in a fixed order across CTAs") {
+    REQUIRE_GPU();
+    // Against dq's own kernel (the same products, other sums: bf16 rounding apart), dk and dv its
+    // bits, the same dq bits over repeated runs (the turns fix the order of the cross-CTA sums),
+    // then against version 1 as every mode is.
+    auto fused_vs_separate = [](const Case& c, uint64_t seed) {
+      INFO(c.describe());
+      const Data d = make_data(c, seed);
+      const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
+      ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
+      KernelResult separate;
+      {
+        ScopedEnv forced("DFLASH_ATTENTION_DQ", "separate");
+        CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(dims, true, true, 2) == 0);
+        separate = run_kernels(c, d, 2);
+      }
+      ScopedEnv forced("DFLASH_ATTENTION_DQ", "fused");
+      REQUIRE(kernels::cuda::dflash_attention_backward_scratch_bytes(dims, true, true, 2) > 0);
+      const KernelResult fused = run_kernels(c, d, 2);
+      CHECK(all_finite(fused.dq));
+      INFO("dq fused vs separate: " << rel_err(fused.dq, separate.dq));
+      CHECK(rel_err(fused.dq, separate.dq) <= 5e-3);
+      CHECK(bitwise_equal(fused.dk, separate.dk));
+      CHECK(bitwise_equal(fused.dv, separate.dv));
+      CHECK(bitwise_equal(fused.dk3, separate.dk3));
+      CHECK(bitwise_equal(fused.dv3, separate.dv3));
+      CHECK(bitwise_equal(fused.dq2, fused.dq));
+      CHECK(bitwise_equal(fused.dq3, fused.dq));
+      for (int again = 0; again < 3; ++again) {
+        const KernelResult r = run_kernels(c, d, 2);
+        CHECK(bitwise_equal(r.dq, fused.dq));
+      }
+      const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
+      if (any_kept) check_versions(c, seed);
+    };
+    SUBCASE("the drafter's layout: 32 context CTAs per kv head take turns at every chunk") {
+      fused_vs_separate(
+          {1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)}, 730);
+    }
+    SUBCASE("B 2, GQA 4, dropped blocks; shuffled anchors with a repeat, 0 and S") {
+      Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};
+      c.keep[0] = c.keep[50] = c.keep[95] = c.keep[96 + 40] = c.keep[96 + 41] = 0;
+      fused_vs_separate(c, 735);
+      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      shuffled.keep[10] = 0;
+      fused_vs_separate(shuffled, 736);
+    }
+    SUBCASE("GQA 1 (four blocks per chunk), GQA 8 (two chunks per block), bs 4 with hd 96") {
+      fused_vs_separate({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)},
+                        740);
+      fused_vs_separate({1, 1500, 20, 16, 16, 2, 128, 64, spread_anchors(1, 20, 1500, 16), std::vector<int32_t>(20, 1)},
+                        741);
+      fused_vs_separate({1, 900, 64, 4, 4, 2, 96, 64, spread_anchors(1, 64, 900, 4), std::vector<int32_t>(64, 1)}, 742);
+    }
+    SUBCASE("no context (S = 0), every block dropped") {
+      fused_vs_separate({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 745);
+      fused_vs_separate({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 746);
+    }
+    SUBCASE("where it does not apply it asks for no scratch: hd 64, bs 24 (not a divisor of 128), split mode") {
+      ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
+      const kernels::cuda::DflashAttentionDims hd64{1, 1500, 40, 16, 8, 2, 64, 64, 0.125f};
+      const kernels::cuda::DflashAttentionDims bs24{1, 1500, 40, 24, 8, 2, 128, 64, 0.09f};
+      const kernels::cuda::DflashAttentionDims ok{1, 1500, 40, 16, 8, 2, 128, 64, 0.09f};
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(hd64, true, true, 2) == 0);
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(bs24, true, true, 2) == 0);
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(ok, true, false, 2) == 0);  // no dq asked for
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(ok, true, true, 1) == 0);   // version 1
+      // 1 x 2 kv heads x 40 chunks of 64 rows (40 blocks x 4 heads x 16 slots per kv head): 2 x 64 x 64
+      // floats and a counter each.
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(ok, true, true, 2) == 2 * 40 * (2 * 64 * 64 * 4 + 4));
+      ScopedEnv split("DFLASH_ATTENTION_DKDV", "split");
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(ok, true, true, 2) == 0);
+    }
+  }
+
+  TEST_CASE("DFLASH_ATTENTION_QUERY, _DKDV and _DQ outside their choices are refused, naming them") {
     REQUIRE_GPU();
     const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
     const Data d = make_data(c, 720);
     {
       ScopedEnv bad("DFLASH_ATTENTION_QUERY", "pingpong");
       CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
+                           std::runtime_error);
+    }
+    {
+      ScopedEnv bad("DFLASH_ATTENTION_DQ", "atomic");
+      CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_DQ=atomic: use fused or separate"),
                            std::runtime_error);
     }
     ScopedEnv bad("DFLASH_ATTENTION_DKDV", "pingpong");

@@ -263,7 +263,14 @@ struct DflashAttentionBackward {
   // A fresh gradient (its buffer not yet written) is written, not added to: every element, the
   // bits a zero-filled one would get. dq, dk and dv must not share memory when one is fresh.
   bool dq_fresh = false, dk_fresh = false, dv_fresh = false;
+  // Scratch of dflash_attention_backward_scratch_bytes(*this) bytes (16-byte aligned) for the fused
+  // backward, which sums dq inside the dk/dv kernel; without it (null) dq has its own kernel.
+  void* scratch = nullptr;
 };
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream);
+// The scratch a backward with these dims can use (0: none): bf16 q, k, v and dout; wants_dq: dq
+// is asked for; version as in DflashAttentionBackward. Asked when the graph is planned.
+int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bool bf16, bool wants_dq,
+                                                int version = 0);
 
 }  // namespace dflash::kernels::cuda

@@ -355,4 +355,6 @@ __device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int r
 namespace dflash::kernels::cuda::sm90 {
 bool forward(const DflashAttentionForward& a, void* stream);
 bool backward(const DflashAttentionBackward& a, void* stream);
+// Bytes of scratch the fused backward needs for dims d with dq asked for (0 when it will not run).
+int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16);
 }  // namespace dflash::kernels::cuda::sm90

@@ -451,6 +451,13 @@ void launch_backward(const BackwardParams& p, unsigned dq_grid, int dq_threads, 
 
 }  // namespace
 
+int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bool bf16, bool wants_dq,
+                                                int version) {
+  const Geometry G = geometry(d);
+  if (!wants_dq || G.B * G.N * G.nkv == 0 || attention_version(version) != 2) return 0;
+  return sm90::backward_scratch_bytes(d, bf16);
+}
+
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const Geometry G = geometry(a.d);
   if ((!a.dq && !a.dk && !a.dv) || G.B * G.N * G.nkv == 0) return;

@@ -1,6 +1,8 @@
-// DFlash attention backward on Hopper tensor cores (wgmma, sm_90a only): D = dO . O, the dq kernel
-// and the launcher, sm90::backward, which also runs the dk/dv kernels
-// (dflash_attention_dkdv_sm90.cu). The design and what the kernels share: dflash_attention_sm90.cuh.
+// DFlash attention backward on Hopper tensor cores (wgmma, sm_90a only): D = dO . O, the dq kernel,
+// the fused backward's last pass and the launcher, sm90::backward, which also runs the dk/dv
+// kernels (dflash_attention_dkdv_sm90.cu). The design and what the kernels share:
+// dflash_attention_sm90.cuh; the fused backward: dflash_attention_fused_dq_sm90.cuh.
+#include "kernels/cuda/dflash_attention_fused_dq_sm90.cuh"
 #include "kernels/cuda/dflash_attention_sm90.cuh"
 
 namespace dflash::kernels::cuda::sm90 {
@@ -263,10 +265,39 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) dq_kernel(const
   }
 }
 
-}  // namespace
+// ---- Backward: the fused dq's last pass ----
 
-bool backward(const DflashAttentionBackward& a, void* stream) {
-  if (!applies(a.bf16 && a.dout_bf16, a.d.hd)) return false;
+// dq (+)= scale * the chunk's sum, one CTA of 128 threads per (b, g, chunk, half of the head dim):
+// the sum from hand_dq's fragment order into [64 rows][64 columns] of shared memory, then out by
+// rows (a warp writes one row's 64 columns). Rows of dropped blocks get what the dq kernel gives
+// them: 0 when fresh, else nothing added. A chunk no CTA contributed to has no kept row.
+__global__ void __launch_bounds__(128) dq_finish_kernel(const Params p) {
+  __shared__ float sum[kRows][kRows + 1];
+  const int blk = int(blockIdx.x), half = blk & 1, bgc = blk >> 1, C = bgc % p.nchunk, bg = bgc / p.nchunk;
+  const int g = bg % int(p.G.nkv), b = bg / int(p.G.nkv);
+  const int t = int(threadIdx.x), w = t >> 5, gq = (t & 31) >> 2, tq = t & 3;
+  const bool any = p.dq_sem[bgc] > 0;
+  const float* acc = p.dq_acc + int64_t(blk) * kDqHalfFloats;
+#pragma unroll
+  for (int e = 0; e < 32; ++e)  // element e = 4j + 2i + f: row 16w + gq + 8i, column 8j + 2tq + f
+    sum[16 * w + gq + 8 * ((e >> 1) & 1)][8 * (e >> 2) + 2 * tq + (e & 1)] = any ? acc[e * 128 + t] : 0.0f;
+  __syncthreads();
+  const int hd = int(p.G.hd);
+  const int32_t* keep = p.keep + int64_t(b) * p.G.N;
+#pragma unroll 4
+  for (int k = 0; k < 16; ++k) {
+    const int idx = k * 128 + t, row = idx >> 5, pr = idx & 31, col = half * kRows + 2 * pr, R = C * kRows + row;
+    if (R >= p.NR || col >= hd) continue;
+    const bool kept = keep[block_of(p, R)] != 0;
+    if (!kept && !p.dq_fresh) continue;
+    int64_t li;
+    const int64_t off = query_offset(p, b, g, R, &li) + col;
+    const float x = kept ? p.G.scale * sum[row][2 * pr] : 0.0f, y = kept ? p.G.scale * sum[row][2 * pr + 1] : 0.0f;
+    put_pair(p.dq, p.dq_bf16, p.dq_fresh, off, x, y);
+  }
+}
+
+Params backward_params(const DflashAttentionBackward& a) {
   Params p = base_params(a.q, a.k, a.v, a.anchors, a.keep, a.d);
   p.dout = static_cast<const bf16_t*>(a.dout);
   p.lse_in = a.lse;
@@ -274,12 +305,41 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
   p.dq = a.dq, p.dk = a.dk, p.dv = a.dv;
   p.dq_bf16 = a.dq_bf16, p.dk_bf16 = a.dk_bf16, p.dv_bf16 = a.dv_bf16;
   p.dq_fresh = a.dq_fresh, p.dk_fresh = a.dk_fresh, p.dv_fresh = a.dv_fresh;
+  p.nchunk = (p.NR + kRows - 1) / kRows;
+  return p;
+}
+
+}  // namespace
+
+int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16) {
+  if (!applies(bf16, d.hd)) return 0;
+  Params p = base_params(nullptr, nullptr, nullptr, nullptr, nullptr, d);
+  p.nchunk = (p.NR + kRows - 1) / kRows;
+  if (!fused_dq_applies(p)) return 0;
+  return fused_chunks(p) * (int64_t(2 * kDqHalfFloats) * 4 + 4);
+}
+
+bool backward(const DflashAttentionBackward& a, void* stream) {
+  if (!applies(a.bf16 && a.dout_bf16, a.d.hd)) return false;
+  Params p = backward_params(a);
   const Geometry& G = p.G;
+  // Fused where it applies and its scratch was given (asked for with backward_scratch_bytes).
+  const bool fused = p.dq != nullptr && a.scratch != nullptr && fused_dq_applies(p);
   cudaStream_t s = as_stream(stream);
   const int64_t rows = G.B * G.T * G.nh;
   delta_kernel<<<blocks_for((rows + 1) / 2, kDeltaThreads / 32), kDeltaThreads, 0, s>>>(
       static_cast<const bf16_t*>(a.out), p.dout, a.delta, rows, G.T, G.nh, int(G.hd));
   check_launch("dflash_attention_backward (sm90): delta");
+  if (fused) {
+    p.dq_acc = static_cast<float*>(a.scratch);
+    p.dq_sem = reinterpret_cast<int*>(p.dq_acc + fused_chunks(p) * (2 * kDqHalfFloats));
+    if (cudaMemsetAsync(p.dq_sem, 0, size_t(fused_chunks(p)) * sizeof(int), s) != cudaSuccess)
+      check_launch("dflash_attention_backward (sm90): zeroing the fused dq's counters");
+    launch_dkdv(p, s, true);
+    dq_finish_kernel<<<unsigned(fused_chunks(p) * 2), 128, 0, s>>>(p);
+    check_launch("dflash_attention_backward (sm90): fused dq, last pass");
+    return true;
+  }
   if (p.dq != nullptr) {
     const unsigned grid = unsigned(G.B * G.nkv * p.nct);
     const char* what = "dflash_attention_backward (sm90): dq";
@@ -292,7 +352,7 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
     if (query_side_ws(true)) run(std::true_type{});
     else run(std::false_type{});
   }
-  if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s);
+  if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s, false);
   return true;
 }
 

@@ -4,6 +4,7 @@
 // dflash_attention_sm90.cuh.
 #include <type_traits>
 
+#include "kernels/cuda/dflash_attention_fused_dq_sm90.cuh"
 #include "kernels/cuda/dflash_attention_sm90.cuh"
 
 namespace dflash::kernels::cuda::sm90 {
@@ -25,10 +26,13 @@ namespace {
 // Ws: decoupled's consumers and ring, but the chunks (Q, dO and the rows' lse, D, anchor and keep)
 // are staged by a producer warpgroup (dflash_attention_sm90.cuh, "The warp-specialized query
 // side"; no turns here), so the two consumer warpgroups only compute; decoupled's bits.
-enum class Dkdv { shared, decoupled, split, ws };
+// Fused: ws's dk and dv (the same bits) and dq besides, summed in a fixed order across CTAs
+// (dflash_attention_fused_dq_sm90.cuh); the producer's last warp writes dq, its other three stage.
+enum class Dkdv { shared, decoupled, split, ws, fused };
 template <Dkdv MODE>
 struct DkdvMode {
-  static constexpr bool kSplit = MODE == Dkdv::split, kWs = MODE == Dkdv::ws;
+  static constexpr bool kSplit = MODE == Dkdv::split, kFused = MODE == Dkdv::fused;
+  static constexpr bool kWs = MODE == Dkdv::ws || kFused;  // a producer warpgroup stages the chunks
   static constexpr bool kDecoupled = MODE == Dkdv::decoupled;  // consumer threads stage through a ring
   static constexpr bool kRing = kDecoupled || kWs;               // chunks behind full/empty mbarriers
   static constexpr int kCtaThreads = kWs ? kWsThreads : kThreads;
@@ -36,17 +40,22 @@ struct DkdvMode {
   static constexpr int kKeyTiles = kKeys / kRows;
   static constexpr int kPipes = kSplit ? 2 : 1;  // chunk pipelines
   static constexpr int kPipeThreads = kThreads / kPipes;
-  static constexpr int kDepth = kSplit ? 2 : kRing ? 4 : kStages;  // stages per pipeline
+  static constexpr int kDepth = kSplit ? 2 : kFused ? 3 : kRing ? 4 : kStages;  // stages per pipeline
   static constexpr int kAhead = kDepth - 1;  // chunks staged ahead of the one computed
 };
 
+// ws: the producer threads that stage the chunks (fused: all but the dq writer warp).
+template <Dkdv MODE>
+constexpr int kStagers = MODE == Dkdv::fused ? kProducerThreads - 32 : kProducerThreads;
+
 // K, V [key tiles], then per pipeline kDepth pairs of Q and dO chunks, of [64][HDP]; then per
-// pipeline and stage the chunk rows' lse, D, anchor and keep (4 x 64 words).
+// pipeline and stage the chunk rows' lse, D, anchor and keep (4 x 64 words); fused: then dS^T and
+// the two dq partials.
 template <int HDP, Dkdv MODE>
 constexpr int dkdv_smem_bytes() {
   using M = DkdvMode<MODE>;
   return 1024 + int(tile_bytes(kRows, HDP)) * (2 * M::kKeyTiles + 2 * M::kPipes * M::kDepth) +
-         M::kPipes * M::kDepth * 4 * kRows * 4;
+         M::kPipes * M::kDepth * 4 * kRows * 4 + (M::kFused ? int(kDsTileBytes + kDqChunkBytes) : 0);
 }
 
 // Grid: B * nkv * nctx context CTAs (key range 0 first: nearly every block sees it), then
@@ -61,15 +70,19 @@ constexpr int dkdv_smem_bytes() {
 template <int HDP, Dkdv MODE>
 __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(const Params p) {
   using M = DkdvMode<MODE>;
-  constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled, WS = M::kWs;
+  constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled, WS = M::kWs, FUSED = M::kFused;
   static_assert(M::kAhead >= 1 && M::kAhead < M::kDepth, "chunks are staged ahead within the pipeline's stages");
+  static_assert(!FUSED || HDP == 128, "the fused dq splits a head dim of 128 between the warpgroups");
   constexpr int NO = HDP / 2, KS = HDP / 16;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   __shared__ int s_first, s_last;
-  __shared__ alignas(8) uint64_t s_bars[2 * M::kDepth];  // decoupled: full[stage], then empty[stage]
+  __shared__ alignas(8) uint64_t s_bars[2 * M::kDepth + 1];  // ring: full[stage], empty[stage]; fused: dS empty
+  __shared__ int s_part;                                      // fused: the chunk handed to the writer has a partial
   const uint32_t raw = smem_u32(smem_raw), sK = (raw + 1023u) & ~1023u, sV = sK + M::kKeyTiles * TB,
-                 sPipes = sV + M::kKeyTiles * TB, sMeta = sPipes + M::kPipes * M::kDepth * 2 * TB;
+                 sPipes = sV + M::kKeyTiles * TB, sMeta = sPipes + M::kPipes * M::kDepth * 2 * TB,
+                 sDS = sMeta + M::kPipes * M::kDepth * 4 * kRows * 4, sDQ = sDS + kDsTileBytes;  // fused
+  static_assert(!FUSED || (M::kDepth * 4 * kRows * 4) % 1024 == 0, "the dS^T tile starts 1024-byte aligned");
   const Geometry& G = p.G;
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd), S = int(G.S), bs = int(G.bs), N = int(G.N);
@@ -82,20 +95,23 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
 
   const int per = int(G.B * G.nkv);
   int bid = int(blockIdx.x);  // the grid is < 2^31 CTAs
-  const bool ctx = bid < per * p.nctx;
-  if (!ctx) bid -= per * p.nctx;
+  // Context CTAs first, but fused: draft CTAs first (their dq contributions come first).
+  const bool ctx = FUSED ? bid >= per * p.ndraft : bid < per * p.nctx;
+  if (FUSED && ctx) bid -= per * p.ndraft;
+  if (!FUSED && !ctx) bid -= per * p.nctx;
   const int range = bid / per, b = (bid % per) / int(G.nkv), g = (bid % per) % int(G.nkv);
   const int key0 = ctx ? range * M::kKeys : S + range * M::kKeys, kend = ctx ? S : S + int(G.T);
   const int32_t *anchors = p.anchors + int64_t(b) * N, *keep = p.keep + int64_t(b) * N;
 
   // The first and last kept blocks that see a key of [key0, key0 + kKeys): integer min and max,
   // so the answer does not depend on the order of the atomics.
-  const uint32_t full0 = smem_u32(s_bars), empty0 = full0 + 8u * M::kDepth;
+  const uint32_t full0 = smem_u32(s_bars), empty0 = full0 + 8u * M::kDepth, ds_empty = empty0 + 8u * M::kDepth;
   if (tid == 0) {
     s_first = N, s_last = -1;
     if constexpr (M::kRing)
       for (int i = 0; i < M::kDepth; ++i)
-        mbar_init(full0 + 8u * i, WS ? kProducerThreads : kThreads), mbar_init(empty0 + 8u * i, kThreads);
+        mbar_init(full0 + 8u * i, WS ? kStagers<MODE> : kThreads), mbar_init(empty0 + 8u * i, kThreads);
+    if constexpr (FUSED) mbar_init(ds_empty, kThreads);
   }
   __syncthreads();
   if (ctx) {
@@ -112,21 +128,32 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
   // then it walks no chunks and writes its zero sums as usual.
   const bool unseen = first > last;
   if (unseen && !((p.dv != nullptr && p.dv_fresh) || (p.dk != nullptr && p.dk_fresh))) return;
-  const int Rb = unseen ? 0 : first * p.rpk, Re = unseen ? 0 : (last + 1) * p.rpk;
+  // Fused: chunks aligned to 64 rows (every CTA's chunk C is rows 64C ..), walked last to first.
+  const int Rb = unseen ? 0 : FUSED ? (first * p.rpk) & ~(kRows - 1) : first * p.rpk;
+  const int Re = unseen ? 0 : (last + 1) * p.rpk;
   const int nch = (Re - Rb + kRows - 1) / kRows;
   // This pipeline's chunks: i = 0 .. nloc-1 is chunk ch(i).
   const int nloc = SPLIT ? (nch - pipe + 1) / 2 : nch;
-  auto chunk_of = [&](int i) { return SPLIT ? 2 * i + pipe : i; };
+  auto chunk_of = [&](int i) { return SPLIT ? 2 * i + pipe : FUSED ? nch - 1 - i : i; };
 
   if constexpr (WS) {
     if (tid >= kThreads) {  // the producer warpgroup: stage_chunk's copies, lean enough for 32 registers
       DkdvWsRegisters::producer();
       const int ptid = tid - kThreads;
-      constexpr int kPieces = HDP / 8, kStep = kProducerThreads / kPieces;
-      const int r0 = ptid / kPieces, piece = ptid % kPieces, mr = ptid & (kRows - 1), mf = ptid >> 6;
+      if constexpr (FUSED) {
+        if (ptid >= kStagers<MODE>) {  // the last warp writes dq
+          const int64_t bg = int64_t(b) * G.nkv + g;
+          write_dq(nloc, chunk_of, Rb / kRows, ctx ? range + 1 : 0, sDQ, &s_part,
+                   p.dq_acc + bg * p.nchunk * (2 * kDqHalfFloats), p.dq_sem + bg * p.nchunk, lane);
+          return;
+        }
+      }
+      constexpr int kPieces = HDP / 8, kStep = kStagers<MODE> / kPieces;
+      static_assert(kStagers<MODE> % kPieces == 0, "every staging thread keeps one piece");
+      const int r0 = ptid / kPieces, piece = ptid % kPieces;
       const bool piece_ok = piece * 8 < hd;
       for (int i = 0; i < nloc; ++i) {
-        const int stg = i % M::kDepth, R0 = Rb + i * kRows;
+        const int stg = i % M::kDepth, R0 = Rb + chunk_of(i) * kRows;
         if (i >= M::kDepth) mbar_wait(empty0 + 8u * uint32_t(stg), uint32_t(i / M::kDepth - 1) & 1u);
         const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = qt + TB;
 #pragma unroll 1
@@ -138,18 +165,21 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
           cp16(qt + d, p.q + at, ok);
           cp16(ot + d, p.dout + at, ok);
         }
-        // Row mr's field mf (lse or D) and field 2 + mf (anchor or keep).
-        const int R = R0 + mr;
-        const void *lse_or_d = keep, *anchor_or_keep = keep;
-        if (R < Re) {
-          const int a = block_of(p, R);
-          int64_t li;
-          query_offset(p, b, g, R, &li);
-          lse_or_d = mf == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
-          anchor_or_keep = mf == 0 ? anchors + a : keep + a;
+        // Row mr's field mf (lse or D) and field 2 + mf (anchor or keep), for x = mf * 64 + mr.
+#pragma unroll 1
+        for (int x = ptid; x < 2 * kRows; x += kStagers<MODE>) {
+          const int mr = x & (kRows - 1), mf = x >> 6, R = R0 + mr;
+          const void *lse_or_d = keep, *anchor_or_keep = keep;
+          if (R < Re) {
+            const int a = block_of(p, R);
+            int64_t li;
+            query_offset(p, b, g, R, &li);
+            lse_or_d = mf == 0 ? static_cast<const void*>(p.lse_in + li) : p.delta + li;
+            anchor_or_keep = mf == 0 ? anchors + a : keep + a;
+          }
+          cp4(sPipeMeta + uint32_t((stg * 4 + mf) * kRows + mr) * 4u, lse_or_d, R < Re);
+          cp4(sPipeMeta + uint32_t((stg * 4 + 2 + mf) * kRows + mr) * 4u, anchor_or_keep, R < Re);
         }
-        cp4(sPipeMeta + uint32_t((stg * 4 + mf) * kRows + mr) * 4u, lse_or_d, R < Re);
-        cp4(sPipeMeta + uint32_t((stg * 4 + 2 + mf) * kRows + mr) * 4u, anchor_or_keep, R < Re);
         mbar_arrive_on_copies(full0 + 8u * uint32_t(stg));
       }
       cp_commit();
@@ -224,6 +254,8 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
                  vtd = kmajor_desc(sV + uint32_t(SPLIT ? 0 : wg) * TB, kRows, 0, 0);  // K, V as A operands
   float dv[NO] = {}, dk[NO] = {};       // (64 keys, HDP): sum of P^T dO, sum of dS^T Q
   float st[32] = {}, dpt[32] = {};      // (64 keys, 64 rows): S^T then P^T; dP^T then dS^T
+  float dqp[FUSED ? 32 : 1] = {};       // fused: (64 rows, the warpgroup's 64 columns) of dS K
+  int computed = 0;                     // fused: chunks computed so far (dS^T tile uses)
   for (int i = 0; i < nloc; ++i) {
     const int stg = i % M::kDepth, ch = chunk_of(i);
     if constexpr (M::kRing) {
@@ -257,7 +289,11 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
     seen_keys(lane, &lo0, &hi0);
     seen_keys(lane + 32, &lo1, &hi1);
     const int wk1 = wk0 + kRows;
-    if (__any_sync(kFull, (hi0 > wk0 && lo0 < wk1) || (hi1 > wk0 && lo1 < wk1))) {
+    // Compute the chunk if a row sees one of the warpgroup's keys (fused: of the CTA's keys, which
+    // both warpgroups then compute, as dq's product needs both halves of dS^T).
+    const int ak0 = FUSED ? key0 : wk0, ak1 = FUSED ? key0 + kCtaRows : wk1;
+    const bool act = __any_sync(kFull, (hi0 > ak0 && lo0 < ak1) || (hi1 > ak0 && lo1 < ak1));
+    if (act) {
       const bool full = __all_sync(kFull, lo0 <= wk0 && hi0 >= wk1 && lo1 <= wk0 && hi1 >= wk1);
       const uint32_t qt = sChunks + uint32_t(2 * stg) * TB, ot = sChunks + uint32_t(2 * stg + 1) * TB;
       const uint64_t qtd = kmajor_desc(qt, kRows, 0, 0), otd = kmajor_desc(ot, kRows, 0, 0);  // B of S^T, dP^T
@@ -308,6 +344,11 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
         a_frag(pa[kk], st, kk);
         a_frag(da[kk], dpt, kk);
       }
+      if constexpr (FUSED) {  // dS^T into the shared tile, once both warpgroups are done with the last one
+        if (computed > 0) mbar_wait(ds_empty, uint32_t(computed - 1) & 1u);
+        store_ds(sDS, da, wg, warp, gq, tq);
+        fence_async_shared();
+      }
       pin(dv);
       pin(dk);
       pin(pa);
@@ -318,12 +359,25 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(dk, da[kk], desc_advance(qtm, mnmajor_step(kk)), 1);
       wg_commit();
+      if constexpr (FUSED) {
+        consumers_sync();  // both halves of dS^T are in the tile
+        pin(dqp);
+        wg_fence();
+        issue_dq(dqp, sDS, sK, wg);
+        wg_commit();
+      }
       wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier (decoupled: the empty one)
       pin(dv);
       pin(dk);
+      if constexpr (FUSED) {
+        pin(dqp);
+        mbar_arrive(ds_empty);  // this warpgroup is done reading the dS^T tile
+        ++computed;
+      }
     }
     if constexpr (WS) {
       mbar_arrive(empty0 + 8u * stg);  // done with chunk i (its products waited for)
+      if constexpr (FUSED) hand_dq(sDQ, dqp, act, i, wg, tid & 127, &s_part);
     } else if constexpr (DEC) {
       // Done with chunk i; chunk i + kAhead goes to the buffer of chunk i - 1 once both warpgroups
       // are done with that one (so neither waits for the other's chunk i).
@@ -370,27 +424,47 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
 
 }  // namespace
 
-void launch_dkdv(Params p, cudaStream_t s) {
-  const Geometry& G = p.G;
-  // The shared mode (128 keys per CTA, chunks staged once for both warpgroups) moves fewer bytes
-  // per product; the split mode (64 keys per CTA, the chunks dealt to the two warpgroups) halves
-  // the longest CTA. Split where the shared mode's context CTAs, of which the first sees nearly
-  // every block, would not fill the GPU one and a half times (e.g. 1024:128 and 2048:256 with
-  // 8 kv heads on 132 SMs, not 4096:512).
-  // Otherwise ws: decoupled's consumers (shared's work and bits without its barrier per chunk),
-  // the chunks staged by a producer warpgroup; on the H200 4.5 % faster than decoupled at 4096:512
-  // and 1.8 % at 65536:512, decoupled 3-4 % faster than shared (docs/BENCH.md, sixth and twelfth
-  // sessions).
-  // DFLASH_ATTENTION_DKDV=split|shared|decoupled|ws (read at every launch; a tuning knob) overrides;
-  // anything else is an error naming the choices.
+namespace {
+
+// The dk/dv mode for p: DFLASH_ATTENTION_DKDV=split|shared|decoupled|ws (read at every launch; a
+// tuning knob; anything else is an error naming the choices), else by size. The shared mode (128
+// keys per CTA, chunks staged once for both warpgroups) moves fewer bytes per product; the split
+// mode (64 keys per CTA, the chunks dealt to the two warpgroups) halves the longest CTA. Split
+// where the shared mode's context CTAs, of which the first sees nearly every block, would not fill
+// the GPU one and a half times (e.g. 1024:128 and 2048:256 with 8 kv heads on 132 SMs, not
+// 4096:512). Otherwise ws: decoupled's consumers (shared's work and bits without its barrier per
+// chunk), the chunks staged by a producer warpgroup; on the H200 4.5 % faster than decoupled at
+// 4096:512 and 1.8 % at 65536:512, decoupled 3-4 % faster than shared (docs/BENCH.md, sixth and
+// twelfth sessions).
+Dkdv dkdv_mode(const Geometry& G) {
   const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
   const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
   const std::string mode = force ? force : "";
-  if (!mode.empty() && mode != "split" && mode != "shared" && mode != "decoupled" && mode != "ws")
+  if (mode == "split") return Dkdv::split;
+  if (mode == "shared") return Dkdv::shared;
+  if (mode == "decoupled") return Dkdv::decoupled;
+  if (mode == "ws") return Dkdv::ws;
+  if (!mode.empty())
     throw std::runtime_error("DFLASH_ATTENTION_DKDV=" + mode + ": use split, shared, decoupled or ws");
-  const bool split = mode == "split" || (mode.empty() && 2 * shared_ctx < 3 * int64_t(device_info().sms));
-  const bool ws = mode == "ws" || (mode.empty() && !split);
-  const bool decoupled = mode == "decoupled";
+  return 2 * shared_ctx < 3 * int64_t(device_info().sms) ? Dkdv::split : Dkdv::ws;
+}
+
+}  // namespace
+
+bool fused_dq_applies(const Params& p) {
+  const char* force = std::getenv("DFLASH_ATTENTION_DQ");
+  const std::string mode = force ? force : "";
+  if (!mode.empty() && mode != "fused" && mode != "separate")
+    throw std::runtime_error("DFLASH_ATTENTION_DQ=" + mode + ": use fused or separate");
+  const Geometry& G = p.G;
+  return mode != "separate" && G.hd > 64 && G.hd <= 128 && G.bs > 0 && kCtaRows % G.bs == 0 &&
+         dkdv_mode(G) == Dkdv::ws;
+}
+
+void launch_dkdv(Params p, cudaStream_t s, bool fused) {
+  const Geometry& G = p.G;
+  const Dkdv mode = dkdv_mode(G);
+  const bool split = mode == Dkdv::split;
   const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::shared>::kKeys;
   p.nctx = int((G.S + keys - 1) / keys);
   p.ndraft = int((G.T + keys - 1) / keys);
@@ -399,12 +473,14 @@ void launch_dkdv(Params p, cudaStream_t s) {
   auto run = [&](auto mode) {
     constexpr Dkdv M = decltype(mode)::value;
     const int threads = DkdvMode<M>::kCtaThreads, regs = DkdvMode<M>::kWs ? DkdvWsRegisters::kTotal : 0;
-    if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads, regs);
+    if constexpr (M == Dkdv::fused) launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs);
+    else if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads, regs);
     else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs);
   };
-  if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});
-  else if (ws) run(std::integral_constant<Dkdv, Dkdv::ws>{});
-  else if (decoupled) run(std::integral_constant<Dkdv, Dkdv::decoupled>{});
+  if (fused) run(std::integral_constant<Dkdv, Dkdv::fused>{});
+  else if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});
+  else if (mode == Dkdv::ws) run(std::integral_constant<Dkdv, Dkdv::ws>{});
+  else if (mode == Dkdv::decoupled) run(std::integral_constant<Dkdv, Dkdv::decoupled>{});
   else run(std::integral_constant<Dkdv, Dkdv::shared>{});
 }
 

@@ -74,6 +74,13 @@ struct Params {
   void *dq, *dk, *dv;           // backward: += (any may be null for dk/dv; dq kernel runs only with dq)
   bool dq_bf16, dk_bf16, dv_bf16;
   bool dq_fresh, dk_fresh, dv_fresh;  // written, not added to (every element, as if added to 0)
+  // The fused backward (dk/dv's kernel also sums dq; dflash_attention_dkdv_sm90.cu): per (b, g) and
+  // chunk of 64 rows, two 64 x 64 f32 partial sums of dS K (one per half of the head dim, 4096
+  // floats each in the consumer threads' fragment order), and the number of contributions added so
+  // far (zeroed before every launch). nchunk = ceil(NR / 64).
+  float* dq_acc;
+  int* dq_sem;
+  int nchunk;
 };
 
 // ---- Staging ----
@@ -417,7 +424,13 @@ void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params
 
 // bf16 operands, hd <= 128 and a compute capability 9.0 device (dflash_attention_forward_sm90.cu).
 bool applies(bool bf16, int64_t hd);
-// The dk/dv kernels (dflash_attention_dkdv_sm90.cu); sm90::backward calls it with its filled-in p.
-void launch_dkdv(Params p, cudaStream_t s);
+// The dk/dv kernels (dflash_attention_dkdv_sm90.cu); sm90::backward calls it with its filled-in p,
+// fused (dk/dv's kernel also sums dq into p.dq_acc) only where fused_dq_applies.
+void launch_dkdv(Params p, cudaStream_t s, bool fused);
+// The fused backward runs for p's geometry (when dq is asked for and its scratch is given):
+// DFLASH_ATTENTION_DQ=fused|separate (read at every launch; anything else is an error naming the
+// choices; default fused), and only where dk/dv runs its ws mode, hd is in (64, 128] and bs
+// divides 128 (so that a draft CTA's 128 keys are whole blocks).
+bool fused_dq_applies(const Params& p);
 
 }  // namespace dflash::kernels::cuda::sm90

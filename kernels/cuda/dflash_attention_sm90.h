@@ -68,6 +68,20 @@ DFLASH_HD constexpr uint32_t kmajor_step(int rows, int kk) {
 DFLASH_HD constexpr uint32_t mnmajor_step(int kk) { return uint32_t(16 * kk) * 128u; }
 DFLASH_HD constexpr uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + uint64_t(bytes >> 4); }
 
+// The fused backward's dq = dS K (dflash_attention_fused_dq_sm90.cuh), head dim 128. A = dS from
+// the [128 keys][64 rows] tile of dS^T (tile row = key, column = query row; one slab): element
+// (key, row) at ds_offset, read MN-major (M = rows, K = keys 16kk..). B = K from the CTA's two
+// [64 keys][128] K tiles (tile_bytes(64, 128) apart): k-step kk is keys 16kk.. of tile kk / 4,
+// warpgroup wg's columns 64wg.. (slab wg), read MN-major.
+DFLASH_HD constexpr uint32_t ds_offset(int key, int row) {
+  return piece_offset(128, key, row / 8) + uint32_t(row % 8) * 2u;
+}
+DFLASH_HD constexpr uint64_t dq_ds_desc(uint32_t ds_tile, int kk) { return mnmajor_desc(ds_tile, 128, 0, kk); }
+DFLASH_HD constexpr uint64_t dq_k_desc(uint32_t k_tiles, int wg, int kk) {
+  return mnmajor_desc(k_tiles + uint32_t(kk >> 2) * tile_bytes(64, 128) + uint32_t(wg) * slab_bytes(64), 64, 0,
+                      kk & 3);
+}
+
 // The address the tensor cores read for element (mn, k) of one m64nNk16 operand, as the canonical
 // layouts define it (used by the CPU layout test only): K-major SW128 is ((8,m),(8,2)) over
 // (rows of 128 bytes, 8-row groups at SBO); MN-major SW128 is ((64,n),(8,k)) over (64 contiguous

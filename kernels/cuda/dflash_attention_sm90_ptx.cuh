@@ -1,6 +1,6 @@
 // PTX wrappers of the sm_90a DFlash attention kernels (dflash_attention_sm90.cuh): cp.async,
-// mbarriers, ldmatrix, the wgmma fences, commits and waits, register pinning, wgmma m64nNk16 (N = 32, 64,
-// 128), and accumulators to bf16 A fragments.
+// mbarriers, named barriers, bulk copies, GPU-scope flags, ldmatrix, the wgmma fences, commits and
+// waits, register pinning, wgmma m64nNk16 (N = 32, 64, 128), and accumulators to bf16 A fragments.
 #pragma once
 #include <cstdint>
 
@@ -49,6 +49,43 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
+}
+
+// Named barriers with a thread count (a multiple of 32; every thread of a warp takes part): sync
+// waits for the phase, arrive only counts towards it. Both order the participants' earlier memory
+// accesses before the phase completes.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Bulk copies between shared and global memory (the async proxy; 16-byte aligned, sizes a
+// multiple of 16): a plain store, and an f32 add (the L2 adds element by element).
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Every bulk group this thread committed is complete: its writes to global memory are performed.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Orders this thread's generic-proxy and async-proxy accesses to global memory.
+__device__ __forceinline__ void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+// A GPU-scope flag: acquire load, release increment.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_gpu_add(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
 __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {

@@ -125,6 +125,10 @@ Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& 
       DF_CHECK(aligned16(dout), kOp << ": the output gradient " << dout.describe()
                                     << " does not start at a 16-byte aligned address");
       Tensor delta = Tensor::empty({d.B, d.nh, d.N * d.bs}, DType::f32);  // (B, nh, T): dO . O per query row
+      // The fused backward's dq sums (dk/dv's kernel adds dq up in a fixed order), where it runs.
+      const int64_t scratch_bytes =
+          kernels::cuda::dflash_attention_backward_scratch_bytes(cuda_dims(d), bf16(q) && bf16(dout), dq.defined());
+      Tensor scratch = scratch_bytes > 0 ? Tensor::empty({(scratch_bytes + 3) / 4}, DType::f32) : Tensor();
       note_pair_cost(kBackwardFlopPerPair * double(d.hd * d.nh), "attention backward");
       if (void* s = ctx().cuda_stream_for_launch()) {
         kernels::cuda::DflashAttentionBackward b{q.raw(),  k.raw(),    v.raw(),     bf16(q),  i32(anchors), i32(keep),
@@ -132,6 +136,7 @@ Attention dflash_attention_cuda(const Tensor& q, const Tensor& k, const Tensor& 
                                                  f32(delta), raw(dq),    bf16(dq),    raw(dk),  bf16(dk),
                                                  raw(dv),  bf16(dv)};
         b.dq_fresh = dq_fresh, b.dk_fresh = dk_fresh, b.dv_fresh = dv_fresh;
+        b.scratch = scratch.defined() ? scratch.raw() : nullptr;
         kernels::cuda::dflash_attention_backward(b, s);
       }
     });
