@@ -198,6 +198,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   double d_mode[4] = {0, 0, 0, 0};
   std::vector<uint8_t> shared_dk, shared_dv;
   bool decoupled_same = false, ws_dkdv_same = false;
+  setenv("DFLASH_ATTENTION_DQ", "separate", 1);  // dq's own kernel for the dk/dv and query-side modes
   for (int m = 0; m < 4; ++m) {
     setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
     zero_grads();
@@ -223,8 +224,9 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   }
   unsetenv("DFLASH_ATTENTION_QUERY");
   const bool ws_same = q_bits[1][0] == q_bits[0][0] && q_bits[1][1] == q_bits[0][1] && q_bits[1][2] == q_bits[0][2];
+  unsetenv("DFLASH_ATTENTION_DQ");
   // dq in its own kernel or summed inside dk/dv's (DFLASH_ATTENTION_DQ, with dk/dv in the ws mode):
-  // dk and dv the same bits; fused dq against v1, and the same bits twice (its sums' fixed order).
+  // fused dq, dk, dv against v1, and the same bits twice (its sums' fixed order).
   const char* dqmodes[2] = {"separate", "fused"};
   std::vector<uint8_t> dq_bits[2][3];
   double d_dqmode[2] = {0, 0};
@@ -240,8 +242,9 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   zero_grads();
   backward(2, out1, lse1);
   cuda_backend::synchronize(stream);
-  const bool fused_dkdv_same = dq_bits[1][1] == dq_bits[0][1] && dq_bits[1][2] == dq_bits[0][2];
-  const bool fused_twice = to_bytes(dq) == dq_bits[1][0];
+  // Fused dk, dv: ws's products over chunks in another order (other sums), so against v1 too.
+  const double d_fused_dkdv = std::max(rel_diff(to_floats_bf16(dk), g1k), rel_diff(to_floats_bf16(dv), g1v));
+  const bool fused_twice = to_bytes(dq) == dq_bits[1][0] && to_bytes(dk) == dq_bits[1][1] && to_bytes(dv) == dq_bits[1][2];
   unsetenv("DFLASH_ATTENTION_DKDV");
   unsetenv("DFLASH_ATTENTION_DQ");
 
@@ -259,6 +262,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     t[version] = {median(f), median(b)};
   }
   double bwd_mode_ms[4] = {0, 0, 0, 0};
+  setenv("DFLASH_ATTENTION_DQ", "separate", 1);
   for (int m = 0; m < 4; ++m) {
     setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
     backward(2, out2, lse2);
@@ -279,6 +283,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     tq[m] = {median(f), median(b)};
   }
   unsetenv("DFLASH_ATTENTION_QUERY");
+  unsetenv("DFLASH_ATTENTION_DQ");
   double bwd_dq_ms[2] = {0, 0};
   setenv("DFLASH_ATTENTION_DKDV", "ws", 1);
   for (int m = 0; m < 2; ++m) {
@@ -316,8 +321,8 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     std::printf("v2 dq %-6s %9s %12s %12.3f %12.1f   (dk/dv ws, dq %s; dq vs v1 %.2e%s)\n", dqmodes[m], "", "",
                 bwd_dq_ms[m], tb / bwd_dq_ms[m], m == 0 ? "in its own kernel" : "summed in dk/dv's kernel",
                 d_dqmode[m],
-                m == 0 ? "" : fused_dkdv_same && fused_twice ? "; dk, dv: separate's bits; dq the same bits twice"
-                                                             : "; BITS DIFFER (dk, dv from separate's, or dq run to run)");
+                m == 0 ? "" : fused_twice ? "; dq, dk, dv the same bits twice" : "; BITS DIFFER RUN TO RUN");
+  std::printf("v2 dq fused: dk, dv vs v1 %.2e\n", d_fused_dkdv);
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
@@ -330,11 +335,11 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
               t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], bwd_mode_ms[3], tq[0].fwd_ms, tq[1].fwd_ms,
               tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", bwd_dq_ms[0], bwd_dq_ms[1],
-              (long long)scratch_bytes, fused_dkdv_same && fused_twice ? "true" : "false", d_out, d_dq, d_dk, d_dv,
+              (long long)scratch_bytes, fused_twice ? "true" : "false", d_out, d_dq, d_dk, d_dv,
               same_bits ? "true" : "false");
   const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
                   d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && d_mode[3] <= 2e-2 && decoupled_same &&
-                  ws_dkdv_same && ws_same && d_dqmode[0] <= 2e-2 && d_dqmode[1] <= 2e-2 && fused_dkdv_same &&
+                  ws_dkdv_same && ws_same && d_dqmode[0] <= 2e-2 && d_dqmode[1] <= 2e-2 && d_fused_dkdv <= 2e-2 &&
                   fused_twice;
   if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, is not deterministic, or a mode's bits differ\n");
   return ok ? 0 : 1;

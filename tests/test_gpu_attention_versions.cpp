@@ -137,6 +137,7 @@ TEST_SUITE("gpu-attention") {
     // products in the same order; only the synchronisation differs).
     auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
       const Data d = make_data(c, seed);
+      ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");  // ws's dk/dv (fused walks other chunks)
       KernelResult shared;
       {
         ScopedEnv forced("DFLASH_ATTENTION_DKDV", "shared");
@@ -225,6 +226,7 @@ TEST_SUITE("gpu-attention") {
     auto ws_is_lockstep = [](const Case& c, uint64_t seed) {
       INFO(c.describe());
       const Data d = make_data(c, seed);
+      ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");  // dq from the query-side kernel
       KernelResult lockstep, ws;
       {
         ScopedEnv forced("DFLASH_ATTENTION_QUERY", "lockstep");
@@ -270,9 +272,9 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("version 2's fused backward: dq summed in dk/dv's kernel, in a fixed order across CTAs") {
     REQUIRE_GPU();
-    // Against dq's own kernel (the same products, other sums: bf16 rounding apart), dk and dv its
-    // bits, the same dq bits over repeated runs (the turns fix the order of the cross-CTA sums),
-    // then against version 1 as every mode is.
+    // Against dq's own kernel and ws's dk/dv (the same products, other sums: bf16 rounding apart),
+    // the same bits over repeated runs (the turns fix the order of the cross-CTA sums of dq), then
+    // against version 1 as every mode is.
     auto fused_vs_separate = [](const Case& c, uint64_t seed) {
       INFO(c.describe());
       const Data d = make_data(c, seed);
@@ -290,15 +292,16 @@ TEST_SUITE("gpu-attention") {
       CHECK(all_finite(fused.dq));
       INFO("dq fused vs separate: " << rel_err(fused.dq, separate.dq));
       CHECK(rel_err(fused.dq, separate.dq) <= 5e-3);
-      CHECK(bitwise_equal(fused.dk, separate.dk));
-      CHECK(bitwise_equal(fused.dv, separate.dv));
-      CHECK(bitwise_equal(fused.dk3, separate.dk3));
-      CHECK(bitwise_equal(fused.dv3, separate.dv3));
+      // dk, dv: the same products, but over 64-row-aligned chunks walked last to first, so other sums.
+      CHECK(rel_err(fused.dk, separate.dk) <= 5e-3);
+      CHECK(rel_err(fused.dv, separate.dv) <= 5e-3);
       CHECK(bitwise_equal(fused.dq2, fused.dq));
       CHECK(bitwise_equal(fused.dq3, fused.dq));
       for (int again = 0; again < 3; ++again) {
         const KernelResult r = run_kernels(c, d, 2);
         CHECK(bitwise_equal(r.dq, fused.dq));
+        CHECK(bitwise_equal(r.dk, fused.dk));
+        CHECK(bitwise_equal(r.dv, fused.dv));
       }
       const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
       if (any_kept) check_versions(c, seed);
