@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
   __shared__ int s_first, s_last;
-  __shared__ alignas(8) uint64_t s_bars[2 * M::kDepth + 1];  // ring: full[stage], empty[stage]; fused: dS empty
+  // Ring: full[stage], empty[stage]; fused: then dS^T empty, dq full and dq empty.
+  __shared__ alignas(8) uint64_t s_bars[2 * M::kDepth + 3];
   __shared__ int s_part;                                      // fused: the chunk handed to the writer has a partial
   const uint32_t raw = smem_u32(smem_raw), sK = (raw + 1023u) & ~1023u, sV = sK + M::kKeyTiles * TB,
                  sPipes = sV + M::kKeyTiles * TB, sMeta = sPipes + M::kPipes * M::kDepth * 2 * TB,
@@ -105,13 +106,14 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
 
   // The first and last kept blocks that see a key of [key0, key0 + kKeys): integer min and max,
   // so the answer does not depend on the order of the atomics.
-  const uint32_t full0 = smem_u32(s_bars), empty0 = full0 + 8u * M::kDepth, ds_empty = empty0 + 8u * M::kDepth;
+  const uint32_t full0 = smem_u32(s_bars), empty0 = full0 + 8u * M::kDepth, ds_empty = empty0 + 8u * M::kDepth,
+                 dq_full = ds_empty + 8u, dq_empty = dq_full + 8u;
   if (tid == 0) {
     s_first = N, s_last = -1;
     if constexpr (M::kRing)
       for (int i = 0; i < M::kDepth; ++i)
         mbar_init(full0 + 8u * i, WS ? kStagers<MODE> : kThreads), mbar_init(empty0 + 8u * i, kThreads);
-    if constexpr (FUSED) mbar_init(ds_empty, kThreads);
+    if constexpr (FUSED) mbar_init(ds_empty, kThreads), mbar_init(dq_full, kThreads), mbar_init(dq_empty, 32);
   }
   __syncthreads();
   if (ctx) {
@@ -143,7 +145,7 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
       if constexpr (FUSED) {
         if (ptid >= kStagers<MODE>) {  // the last warp writes dq
           const int64_t bg = int64_t(b) * G.nkv + g;
-          write_dq(nloc, chunk_of, Rb / kRows, ctx ? range + 1 : 0, sDQ, &s_part,
+          write_dq(nloc, chunk_of, Rb / kRows, ctx ? range + 1 : 0, sDQ, &s_part, dq_full, dq_empty,
                    p.dq_acc + bg * p.nchunk * (2 * kDqHalfFloats), p.dq_sem + bg * p.nchunk, lane);
           return;
         }
@@ -377,7 +379,7 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
     }
     if constexpr (WS) {
       mbar_arrive(empty0 + 8u * stg);  // done with chunk i (its products waited for)
-      if constexpr (FUSED) hand_dq(sDQ, dqp, act, i, wg, tid & 127, &s_part);
+      if constexpr (FUSED) hand_dq(sDQ, dqp, act, i, wg, tid & 127, &s_part, dq_full, dq_empty);
     } else if constexpr (DEC) {
       // Done with chunk i; chunk i + kAhead goes to the buffer of chunk i - 1 once both warpgroups
       // are done with that one (so neither waits for the other's chunk i).

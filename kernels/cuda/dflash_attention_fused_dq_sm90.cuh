@@ -6,7 +6,7 @@
 // keys x 64 rows, bf16) into one shared tile of the CTA's 128 keys; once both are there each
 // computes dS K for its half of the head dim (64 rows x 64 columns over 128 keys, a wgmma with both
 // operands in shared memory) and hands the f32 partial, through shared memory, to a writer warp
-// (the producer warpgroup's last warp). The writer adds it to the chunk's global sum with one bulk
+// (the producer warpgroup's last warp) behind a pair of mbarriers. The writer adds it to the chunk's global sum with one bulk
 // copy (the first contribution) or bulk f32 add (the others), 32 KB for both halves, in turn:
 //   the chunk's draft-key CTA first (turn 0), then the context-key CTAs in key order (range j: turn
 //   j + 1),
@@ -28,8 +28,6 @@ namespace dflash::kernels::cuda::sm90 {
 constexpr int kDqHalfFloats = kRows * kRows;                      // one warpgroup's 64 x 64 partial
 constexpr uint32_t kDqChunkBytes = 2u * kDqHalfFloats * 4u;       // both halves, 32 KB
 constexpr uint32_t kDsTileBytes = tile_bytes(kCtaRows, kRows);    // dS^T: 128 keys x 64 rows, 16 KB
-constexpr int kDqBarThreads = kThreads / 2 + 32;                  // a consumer warpgroup and the writer warp
-constexpr int kDqFullBar = 6, kDqEmptyBar = 8;                    // named barriers, + warpgroup
 
 // Floats of dq_acc and ints of dq_sem for a geometry (both per (b, g) and chunk).
 inline int64_t fused_chunks(const Params& p) { return p.G.B * p.G.nkv * int64_t(p.nchunk); }
@@ -57,10 +55,12 @@ __device__ __forceinline__ void issue_dq(float (&dqp)[32], uint32_t sDS, uint32_
 
 // Consumer: hands chunk i's partial (when the CTA computed the chunk) to the writer: element e of
 // thread wtid of warpgroup wg at float wg * 4096 + e * 128 + wtid of sDQ; warpgroup 0's thread 0
-// also says whether there is one. Every chunk is handed over, so both sides count the same phases.
+// also says whether there is one. Every chunk is handed over, so both sides count the same phases
+// of the mbarriers full (one arrival per consumer thread) and empty (one per writer lane); neither
+// side can run a phase ahead of the other, so a parity names one phase.
 __device__ __forceinline__ void hand_dq(uint32_t sDQ, const float (&dqp)[32], bool act, int i, int wg, int wtid,
-                                        volatile int* s_part) {
-  if (i > 0) named_sync(kDqEmptyBar + wg, kDqBarThreads);  // the writer is done with chunk i-1
+                                        volatile int* s_part, uint32_t full, uint32_t empty) {
+  if (i > 0) mbar_wait(empty, uint32_t(i - 1) & 1u);  // the writer is done with chunk i-1
   if (act) {
     const uint32_t base = sDQ + uint32_t(wg * kDqHalfFloats + wtid) * 4u;
 #pragma unroll
@@ -69,7 +69,7 @@ __device__ __forceinline__ void hand_dq(uint32_t sDQ, const float (&dqp)[32], bo
   }
   if (wg == 0 && wtid == 0) *s_part = act ? 1 : 0;
   fence_async_shared();
-  named_arrive(kDqFullBar + wg, kDqBarThreads);
+  mbar_arrive(full);
 }
 
 // The writer warp: for each of the CTA's nloc chunks (chunk_of(i), global chunk C0 + chunk_of(i)
@@ -77,10 +77,10 @@ __device__ __forceinline__ void hand_dq(uint32_t sDQ, const float (&dqp)[32], bo
 // first contribution, turn 0, stores) and passes the turn on.
 template <class ChunkOf>
 __device__ __forceinline__ void write_dq(int nloc, ChunkOf chunk_of, int C0, int turn, uint32_t sDQ,
-                                         const volatile int* s_part, float* acc, int* sem, int lane) {
+                                         const volatile int* s_part, uint32_t full, uint32_t empty, float* acc,
+                                         int* sem, int lane) {
   for (int i = 0; i < nloc; ++i) {
-    named_sync(kDqFullBar, kDqBarThreads);
-    named_sync(kDqFullBar + 1, kDqBarThreads);
+    mbar_wait(full, uint32_t(i) & 1u);
     if (*s_part != 0) {
       if (lane == 0) {
         const int C = C0 + chunk_of(i);
@@ -98,7 +98,7 @@ __device__ __forceinline__ void write_dq(int nloc, ChunkOf chunk_of, int C0, int
       }
       __syncwarp();
     }
-    if (i + 1 < nloc) named_arrive(kDqEmptyBar, kDqBarThreads), named_arrive(kDqEmptyBar + 1, kDqBarThreads);
+    if (i + 1 < nloc) mbar_arrive(empty);
   }
 }
 

@@ -1,5 +1,5 @@
 // PTX wrappers of the sm_90a DFlash attention kernels (dflash_attention_sm90.cuh): cp.async,
-// mbarriers, named barriers, bulk copies, GPU-scope flags, ldmatrix, the wgmma fences, commits and
+// mbarriers, bulk copies, GPU-scope flags, ldmatrix, the wgmma fences, commits and
 // waits, register pinning, wgmma m64nNk16 (N = 32, 64, 128), and accumulators to bf16 A fragments.
 #pragma once
 #include <cstdint>
@@ -49,16 +49,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
-}
-
-// Named barriers with a thread count (a multiple of 32; every thread of a warp takes part): sync
-// waits for the phase, arrive only counts towards it. Both order the participants' earlier memory
-// accesses before the phase completes.
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Bulk copies between shared and global memory (the async proxy; 16-byte aligned, sizes a
