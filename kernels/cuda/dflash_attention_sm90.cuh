@@ -5,7 +5,8 @@
 // for bf16 tensors with head dim <= 128 when the kernel version is 2 (cuda_kernels.h). Same
 // semantics as the v1 kernels (kernels/cpu/attention.cpp, DFLASH.md "The attention mask") and the
 // same determinism: every output element is written by one thread of one CTA, each sum runs in a
-// fixed order, no float atomics.
+// fixed order, no float atomics (the fused backward's dq sums across CTAs take turns, so their
+// order is fixed too: dflash_attention_fused_dq_sm90.cuh).
 //
 // Rows. The query rows that kv head g serves are numbered R = a * rpk + rr (block a; rr = hq * bs
 // + slot as in the v1 kernels; rpk = group * bs, the drafter's 4 * 16 = 64).
