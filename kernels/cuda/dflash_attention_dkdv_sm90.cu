@@ -26,7 +26,8 @@ namespace {
 // Ws: decoupled's consumers and ring, but the chunks (Q, dO and the rows' lse, D, anchor and keep)
 // are staged by a producer warpgroup (dflash_attention_sm90.cuh, "The warp-specialized query
 // side"; no turns here), so the two consumer warpgroups only compute; decoupled's bits.
-// Fused: ws's dk and dv (the same bits) and dq besides, summed in a fixed order across CTAs
+// Fused: ws's products for dk and dv, over 64-row-aligned chunks walked last to first (other sums,
+// so other bits than ws), and dq besides, summed in a fixed order across CTAs
 // (dflash_attention_fused_dq_sm90.cuh); the producer's last warp writes dq, its other three stage.
 enum class Dkdv { shared, decoupled, split, ws, fused };
 template <Dkdv MODE>
@@ -59,7 +60,7 @@ constexpr int dkdv_smem_bytes() {
 }
 
 // Grid: B * nkv * nctx context CTAs (key range 0 first: nearly every block sees it), then
-// B * nkv * ndraft draft CTAs, of kKeys keys each. The CTA walks the rows [first * rpk,
+// B * nkv * ndraft draft CTAs, of kKeys keys each (fused: the draft CTAs first). The CTA walks the rows [first * rpk,
 // (last + 1) * rpk) of the first and last kept blocks that see any of its keys (context key k:
 // anchor > k; draft key: its own block), in chunks of 64 rows. Per chunk and warpgroup: S^T =
 // K Q^T and dP^T = V dO^T (wgmma, K and V as shared A operands), P^T = exp2(S^T * scale * log2e -
