@@ -148,6 +148,12 @@ mutant "rmsnorm backward adds a fresh dx to what its buffer held" "-tc=*fresh*dx
 mutant "a wgmma descriptor advanced by twice its k-step" "-ts=attention-sm90-layout" \
   'return desc + uint64_t(bytes >> 4); }' \
   'return desc + uint64_t(bytes >> 3); }'
+mutant "fused dq: K's second half read from the wrong slab" "-ts=attention-sm90-layout" \
+  'uint32_t(wg) * slab_bytes(64), 64, 0,' \
+  'uint32_t(wg) * slab_bytes(128), 64, 0,'
+mutant "fused dq: dS^T elements stored 4 bytes apart in their piece" "-ts=attention-sm90-layout" \
+  'return piece_offset(128, key, row / 8) + uint32_t(row % 8) * 2u;' \
+  'return piece_offset(128, key, row / 8) + uint32_t(row % 8) * 4u;'
 mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \
   'restore(dy, dx, groups, row_bytes, period, 0x3F);'
