@@ -6,7 +6,10 @@
 // backward (dq summed in dk/dv's kernel) against dq's own kernel and the same bits run after run.
 // Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <sys/wait.h>
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -329,6 +332,25 @@ TEST_SUITE("gpu-attention") {
       fused_vs_separate({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 745);
       fused_vs_separate({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 746);
     }
+    SUBCASE("a turn that never comes stops the kernel with an error within the wait, not a hang") {
+      // In a child process (the trap ends its CUDA context): every turn waits for one that never
+      // comes (DFLASH_ATTENTION_DQ_TEST_STALL), with a 1 s wait.
+      const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+      const std::string cmd = "env DFLASH_ATTENTION_DQ_TEST_STALL=1 DFLASH_ATTENTION_DQ_WAIT_S=1 timeout 120 " + self +
+                              " --test-case='version 2*fused backward*' --subcase='no context*' 2>&1";
+      FILE* child = popen(cmd.c_str(), "r");
+      REQUIRE(child != nullptr);
+      std::string text;
+      char buf[1024];
+      while (size_t n = fread(buf, 1, sizeof buf, child)) text.append(buf, n);
+      const int status = pclose(child);
+      INFO(text);
+      CHECK(status != 0);
+      CHECK(WEXITSTATUS(status) != 124);  // not timeout's: the kernel stopped itself
+      CHECK(text.find("fused dq): chunk") != std::string::npos);
+      CHECK(text.find("waited 1.") != std::string::npos);
+      CHECK(text.find("Set DFLASH_ATTENTION_DQ=separate") != std::string::npos);
+    }
     SUBCASE("where it does not apply it asks for no scratch: hd 64, bs 24 (not a divisor of 128), split mode") {
       ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
       const kernels::cuda::DflashAttentionDims hd64{1, 1500, 40, 16, 8, 2, 64, 64, 0.125f};
@@ -353,6 +375,14 @@ TEST_SUITE("gpu-attention") {
     {
       ScopedEnv bad("DFLASH_ATTENTION_QUERY", "pingpong");
       CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
+                           std::runtime_error);
+    }
+    {
+      const Case fused{1, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(1, 40, 1100, 16), std::vector<int32_t>(40, 1)};
+      ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
+      ScopedEnv bad("DFLASH_ATTENTION_DQ_WAIT_S", "soon");
+      CHECK_THROWS_WITH_AS(run_kernels(fused, make_data(fused, 721), 2),
+                           doctest::Contains("DFLASH_ATTENTION_DQ_WAIT_S=soon: use a number of seconds in (0, 3600]"),
                            std::runtime_error);
     }
     {

@@ -331,6 +331,21 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
       static_cast<const bf16_t*>(a.out), p.dout, a.delta, rows, G.T, G.nh, int(G.hd));
   check_launch("dflash_attention_backward (sm90): delta");
   if (fused) {
+    // DFLASH_ATTENTION_DQ_WAIT_S: how long a turn may take before the kernel stops with an error
+    // (default 30 s; a step takes milliseconds). DFLASH_ATTENTION_DQ_TEST_STALL=1: a test hook that
+    // makes every turn wait for one that never comes.
+    const char* wait = std::getenv("DFLASH_ATTENTION_DQ_WAIT_S");
+    double wait_s = 30.0;
+    if (wait != nullptr) {
+      char* end = nullptr;
+      wait_s = std::strtod(wait, &end);
+      if (end == wait || *end != '\0' || !(wait_s > 0.0) || wait_s > 3600.0)
+        throw std::runtime_error(std::string("DFLASH_ATTENTION_DQ_WAIT_S=") + wait +
+                                 ": use a number of seconds in (0, 3600] (default 30)");
+    }
+    p.dq_wait_ns = uint64_t(wait_s * 1e9);
+    const char* stall = std::getenv("DFLASH_ATTENTION_DQ_TEST_STALL");
+    p.dq_turn_skew = stall != nullptr && std::string(stall) == "1" ? 1 : 0;
     p.dq_acc = static_cast<float*>(a.scratch);
     p.dq_sem = reinterpret_cast<int*>(p.dq_acc + fused_chunks(p) * (2 * kDqHalfFloats));
     if (cudaMemsetAsync(p.dq_sem, 0, size_t(fused_chunks(p)) * sizeof(int), s) != cudaSuccess)

@@ -146,8 +146,9 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
       if constexpr (FUSED) {
         if (ptid >= kStagers<MODE>) {  // the last warp writes dq
           const int64_t bg = int64_t(b) * G.nkv + g;
-          write_dq(nloc, chunk_of, Rb / kRows, ctx ? range + 1 : 0, sDQ, &s_part, dq_full, dq_empty,
-                   p.dq_acc + bg * p.nchunk * (2 * kDqHalfFloats), p.dq_sem + bg * p.nchunk, lane);
+          write_dq(nloc, chunk_of, Rb / kRows, (ctx ? range + 1 : 0) + p.dq_turn_skew, sDQ, &s_part, dq_full,
+                   dq_empty, p.dq_acc + bg * p.nchunk * (2 * kDqHalfFloats), p.dq_sem + bg * p.nchunk, lane,
+                   p.dq_wait_ns);
           return;
         }
       }

@@ -75,18 +75,35 @@ __device__ __forceinline__ void hand_dq(uint32_t sDQ, const float (&dqp)[32], bo
 // The writer warp: for each of the CTA's nloc chunks (chunk_of(i), global chunk C0 + chunk_of(i)
 // of acc and sem), waits for both halves, then, when there is a partial, for its turn, adds it (the
 // first contribution, turn 0, stores) and passes the turn on.
+// Waits (one thread) until *flag == turn. A turn that has not come after wait_ns means a CTA it
+// waits for is not running (the turns assume CTAs start in grid order): an error, not a hang.
+static __device__ __noinline__ void wait_turn(const int* flag, int turn, uint64_t wait_ns, int chunk) {
+  uint64_t t0 = 0;
+  for (int polls = 1; ld_acquire_gpu(flag) != turn; ++polls) {
+    if ((polls & 255) != 0) continue;
+    const uint64_t now = global_ns();
+    if (t0 == 0) t0 = now;
+    else if (now - t0 > wait_ns) {
+      printf("dflash_attention_backward (sm90, fused dq): chunk %d of CTA %d waited %.1f s for turn %d (counter "
+             "at %d): a CTA it waits for is not running. Set DFLASH_ATTENTION_DQ=separate to give dq its own "
+             "kernel, and report this\n",
+             chunk, int(blockIdx.x), double(now - t0) * 1e-9, turn, *(volatile const int*)flag);
+      __trap();
+    }
+  }
+}
+
 template <class ChunkOf>
 __device__ __forceinline__ void write_dq(int nloc, ChunkOf chunk_of, int C0, int turn, uint32_t sDQ,
                                          const volatile int* s_part, uint32_t full, uint32_t empty, float* acc,
-                                         int* sem, int lane) {
+                                         int* sem, int lane, uint64_t wait_ns) {
   for (int i = 0; i < nloc; ++i) {
     mbar_wait(full, uint32_t(i) & 1u);
     if (*s_part != 0) {
       if (lane == 0) {
         const int C = C0 + chunk_of(i);
         int* flag = sem + C;
-        while (ld_acquire_gpu(flag) != turn) {
-        }
+        wait_turn(flag, turn, wait_ns, C);
         fence_async_global();
         float* dst = acc + int64_t(C) * (2 * kDqHalfFloats);
         if (turn == 0) bulk_store(dst, sDQ, kDqChunkBytes);

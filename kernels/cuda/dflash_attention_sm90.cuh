@@ -82,6 +82,8 @@ struct Params {
   float* dq_acc;
   int* dq_sem;
   int nchunk;
+  uint64_t dq_wait_ns;  // a turn not come after this long is an error (a trap), never a hang
+  int dq_turn_skew;     // test hook: every turn asked for is this much later (1: none ever comes)
 };
 
 // ---- Staging ----
