@@ -261,14 +261,17 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     }
     t[version] = {median(f), median(b)};
   }
+  auto time_backward = [&] {  // v2's backward under the modes set now: one warm-up, the median of reps
+    backward(2, out2, lse2);
+    std::vector<double> b;
+    for (int i = 0; i < reps; ++i) b.push_back(cuda_backend::time_ms(stream, [&] { backward(2, out2, lse2); }));
+    return median(b);
+  };
   double bwd_mode_ms[4] = {0, 0, 0, 0};
   setenv("DFLASH_ATTENTION_DQ", "separate", 1);
   for (int m = 0; m < 4; ++m) {
     setenv("DFLASH_ATTENTION_DKDV", modes[m], 1);
-    backward(2, out2, lse2);
-    std::vector<double> b;
-    for (int i = 0; i < reps; ++i) b.push_back(cuda_backend::time_ms(stream, [&] { backward(2, out2, lse2); }));
-    bwd_mode_ms[m] = median(b);
+    bwd_mode_ms[m] = time_backward();
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
   Timing tq[2] = {};
@@ -288,10 +291,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   setenv("DFLASH_ATTENTION_DKDV", "ws", 1);
   for (int m = 0; m < 2; ++m) {
     setenv("DFLASH_ATTENTION_DQ", dqmodes[m], 1);
-    backward(2, out2, lse2);
-    std::vector<double> b;
-    for (int i = 0; i < reps; ++i) b.push_back(cuda_backend::time_ms(stream, [&] { backward(2, out2, lse2); }));
-    bwd_dq_ms[m] = median(b);
+    bwd_dq_ms[m] = time_backward();
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
   unsetenv("DFLASH_ATTENTION_DQ");
