@@ -351,8 +351,14 @@ TEST_SUITE("gpu-attention") {
       CHECK(text.find("waited 1.") != std::string::npos);
       CHECK(text.find("Set DFLASH_ATTENTION_DQ=separate") != std::string::npos);
     }
-    SUBCASE("where it does not apply it asks for no scratch: hd 64, bs 24 (not a divisor of 128), split mode") {
+    SUBCASE("by default at 4096:512 and not at 1024:128 with B = 4; forced, not at hd 64, bs 24, split") {
+      const kernels::cuda::DflashAttentionDims d4096{1, 4096, 512, 16, 32, 8, 128, 64, 0.09f};
+      const kernels::cuda::DflashAttentionDims d1024x4{4, 1024, 128, 16, 32, 8, 128, 64, 0.09f};
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d4096, true, true, 2) > 0);
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d1024x4, true, true, 2) == 0);
       ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
+      ScopedEnv fused("DFLASH_ATTENTION_DQ", "fused");
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d1024x4, true, true, 2) > 0);
       const kernels::cuda::DflashAttentionDims hd64{1, 1500, 40, 16, 8, 2, 64, 64, 0.125f};
       const kernels::cuda::DflashAttentionDims bs24{1, 1500, 40, 24, 8, 2, 128, 64, 0.09f};
       const kernels::cuda::DflashAttentionDims ok{1, 1500, 40, 16, 8, 2, 128, 64, 0.09f};
@@ -380,6 +386,7 @@ TEST_SUITE("gpu-attention") {
     {
       const Case fused{1, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(1, 40, 1100, 16), std::vector<int32_t>(40, 1)};
       ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
+      ScopedEnv forced("DFLASH_ATTENTION_DQ", "fused");
       ScopedEnv bad("DFLASH_ATTENTION_DQ_WAIT_S", "soon");
       CHECK_THROWS_WITH_AS(run_kernels(fused, make_data(fused, 721), 2),
                            doctest::Contains("DFLASH_ATTENTION_DQ_WAIT_S=soon: use a number of seconds in (0, 3600]"),
