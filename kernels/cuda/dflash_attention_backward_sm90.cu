@@ -1,7 +1,10 @@
 // DFlash attention backward on Hopper tensor cores (wgmma, sm_90a only): D = dO . O, the dq kernel,
-// the fused backward's last pass and the launcher, sm90::backward, which also runs the dk/dv
+// the fused backward's last pass, where the fused backward runs, and the launcher, sm90::backward,
+// which also runs the dk/dv
 // kernels (dflash_attention_dkdv_sm90.cu). The design and what the kernels share:
 // dflash_attention_sm90.cuh; the fused backward: dflash_attention_fused_dq_sm90.cuh.
+#include <algorithm>
+
 #include "kernels/cuda/dflash_attention_fused_dq_sm90.cuh"
 #include "kernels/cuda/dflash_attention_sm90.cuh"
 
@@ -310,6 +313,30 @@ Params backward_params(const DflashAttentionBackward& a) {
 }
 
 }  // namespace
+
+bool fused_dq_applies(const Params& p) {
+  const char* force = std::getenv("DFLASH_ATTENTION_DQ");
+  const std::string mode = force ? force : "";
+  if (!mode.empty() && mode != "fused" && mode != "separate")
+    throw std::runtime_error("DFLASH_ATTENTION_DQ=" + mode + ": use fused or separate");
+  const Geometry& G = p.G;
+  if (mode == "separate" || G.hd <= 64 || G.hd > 128 || G.bs <= 0 || kCtaRows % G.bs != 0 ||
+      !dkdv_runs_ws(G))
+    return false;
+  if (mode == "fused") return true;
+  // By default only where the draft CTAs' phase (they run first, for the order of the sums, beside
+  // no other work) is short against the context CTAs' work: at most 8 % of the longer of range 0's
+  // chunks (it sees nearly every block) and the context chunks per SM, anchors taken as uniform.
+  // The drafter at 4096:512 and longer: about 6 % and less (its backward measured 12-15 % faster,
+  // docs/BENCH.md, thirteenth session); short contexts with B > 1 stay separate (1024:128 with
+  // B = 4: 25 %; 1024:128 with dk/dv forced ws was measured 22 % slower fused).
+  const int64_t sms = std::max(1, device_info().sms);
+  const double range0 = double(G.N * p.rpk) / kRows;
+  const int64_t draft_ctas = G.B * G.nkv * ((G.T + kCtaRows - 1) / kCtaRows);
+  const double draft_phase = double((draft_ctas + sms - 1) / sms) * double(kCtaRows / G.bs * p.rpk) / kRows;
+  const double ctx_chunks = double(G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows)) * range0 / 2;
+  return draft_phase <= 0.08 * std::max(range0, ctx_chunks / double(sms));
+}
 
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16) {
   if (!applies(bf16, d.hd)) return 0;

@@ -1,8 +1,7 @@
 // DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared,
-// decoupled and split modes and launch_dkdv, which sm90::backward
+// decoupled, split, ws and fused modes, and launch_dkdv, which sm90::backward
 // (dflash_attention_backward_sm90.cu) calls. The design and what the kernels share:
-// dflash_attention_sm90.cuh.
-#include <algorithm>
+// dflash_attention_sm90.cuh; the fused mode's dq: dflash_attention_fused_dq_sm90.cuh.
 #include <type_traits>
 
 #include "kernels/cuda/dflash_attention_fused_dq_sm90.cuh"
@@ -456,29 +455,7 @@ Dkdv dkdv_mode(const Geometry& G) {
 
 }  // namespace
 
-bool fused_dq_applies(const Params& p) {
-  const char* force = std::getenv("DFLASH_ATTENTION_DQ");
-  const std::string mode = force ? force : "";
-  if (!mode.empty() && mode != "fused" && mode != "separate")
-    throw std::runtime_error("DFLASH_ATTENTION_DQ=" + mode + ": use fused or separate");
-  const Geometry& G = p.G;
-  if (mode == "separate" || G.hd <= 64 || G.hd > 128 || G.bs <= 0 || kCtaRows % G.bs != 0 ||
-      dkdv_mode(G) != Dkdv::ws)
-    return false;
-  if (mode == "fused") return true;
-  // By default only where the draft CTAs' phase (they run first, for the order of the sums, beside
-  // no other work) is short against the context CTAs' work: at most 8 % of the longer of range 0's
-  // chunks (it sees nearly every block) and the context chunks per SM, anchors taken as uniform.
-  // The drafter at 4096:512 and longer: about 6 % and less (its backward measured 12-15 % faster,
-  // docs/BENCH.md, thirteenth session); short contexts with B > 1 stay separate (1024:128 with
-  // B = 4: 25 %; 1024:128 with dk/dv forced ws was measured 22 % slower fused).
-  const int64_t sms = std::max(1, device_info().sms);
-  const double range0 = double(G.N * p.rpk) / kRows;
-  const int64_t draft_ctas = G.B * G.nkv * ((G.T + kCtaRows - 1) / kCtaRows);
-  const double draft_phase = double((draft_ctas + sms - 1) / sms) * double(kCtaRows / G.bs * p.rpk) / kRows;
-  const double ctx_chunks = double(G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows)) * range0 / 2;
-  return draft_phase <= 0.08 * std::max(range0, ctx_chunks / double(sms));
-}
+bool dkdv_runs_ws(const Geometry& G) { return dkdv_mode(G) == Dkdv::ws; }
 
 void launch_dkdv(Params p, cudaStream_t s, bool fused) {
   const Geometry& G = p.G;

@@ -430,11 +430,13 @@ bool applies(bool bf16, int64_t hd);
 // The dk/dv kernels (dflash_attention_dkdv_sm90.cu); sm90::backward calls it with its filled-in p,
 // fused (dk/dv's kernel also sums dq into p.dq_acc) only where fused_dq_applies.
 void launch_dkdv(Params p, cudaStream_t s, bool fused);
+// dk/dv runs its ws mode for G (DFLASH_ATTENTION_DKDV, else by size; dflash_attention_dkdv_sm90.cu).
+bool dkdv_runs_ws(const Geometry& G);
 // The fused backward runs for p's geometry (when dq is asked for and its scratch is given): only
 // where dk/dv runs its ws mode, hd is in (64, 128] and bs divides 128 (so that a draft CTA's 128
 // keys are whole blocks); DFLASH_ATTENTION_DQ=fused there, =separate never (read at every launch;
 // anything else is an error naming the choices); by default where the grid suits it (long enough
-// contexts: the drafter at 4096:512 and longer).
+// contexts: the drafter at 4096:512 and longer). In dflash_attention_backward_sm90.cu.
 bool fused_dq_applies(const Params& p);
 
 }  // namespace dflash::kernels::cuda::sm90
