@@ -1,7 +1,6 @@
 // DFlash attention backward on Hopper tensor cores (wgmma, sm_90a only): D = dO . O, the dq kernel,
-// the fused backward's last pass, where the fused backward runs, and the launcher, sm90::backward,
-// which also runs the dk/dv
-// kernels (dflash_attention_dkdv_sm90.cu). The design and what the kernels share:
+// the fused backward's last pass and where it runs, and the launcher, sm90::backward, which also
+// runs the dk/dv kernels (dflash_attention_dkdv_sm90.cu). The design and what the kernels share:
 // dflash_attention_sm90.cuh; the fused backward: dflash_attention_fused_dq_sm90.cuh.
 #include <algorithm>
 
