@@ -263,7 +263,7 @@ struct DflashAttentionBackward {
   // A fresh gradient (its buffer not yet written) is written, not added to: every element, the
   // bits a zero-filled one would get. dq, dk and dv must not share memory when one is fresh.
   bool dq_fresh = false, dk_fresh = false, dv_fresh = false;
-  // Scratch of dflash_attention_backward_scratch_bytes(*this) bytes (16-byte aligned) for the fused
+  // Scratch of dflash_attention_backward_scratch_bytes(d, ...) bytes (16-byte aligned) for the fused
   // backward, which sums dq inside the dk/dv kernel; without it (null) dq has its own kernel.
   void* scratch = nullptr;
 };

@@ -5,9 +5,10 @@
 // Per chunk of 64 rows, after dV and dK are issued, each consumer warpgroup writes its dS^T (its 64
 // keys x 64 rows, bf16) into one shared tile of the CTA's 128 keys; once both are there each
 // computes dS K for its half of the head dim (64 rows x 64 columns over 128 keys, a wgmma with both
-// operands in shared memory) and hands the f32 partial, through shared memory, to a writer warp
-// (the producer warpgroup's last warp) behind a pair of mbarriers. The writer adds it to the chunk's global sum with one bulk
-// copy (the first contribution) or bulk f32 add (the others), 32 KB for both halves, in turn:
+// operands in shared memory) and hands the f32 partial, through shared memory and a pair of
+// mbarriers, to a writer warp (the producer warpgroup's last warp). The writer adds it to the
+// chunk's global sum with one bulk copy (the first contribution) or bulk f32 add (the others), 32 KB
+// for both halves, in turn:
 //   the chunk's draft-key CTA first (turn 0), then the context-key CTAs in key order (range j: turn
 //   j + 1),
 // behind a per-chunk counter (acquire load until it equals the turn; release increment when done).
@@ -19,7 +20,8 @@
 // CTAs before it in the grid (draft CTAs first, then the context ranges in order), so with CTAs
 // started in grid order the first unfinished CTA can always go on: no deadlock. Context CTAs walk
 // their chunks last to first, where the longest ranges start together, so a range trails the one
-// before it by about one chunk.
+// before it by about one chunk. A turn that does not come within Params::dq_wait_ns stops the
+// kernel with a message (the assumption broken), never a hang.
 #pragma once
 #include "kernels/cuda/dflash_attention_sm90.cuh"
 
@@ -72,9 +74,6 @@ __device__ __forceinline__ void hand_dq(uint32_t sDQ, const float (&dqp)[32], bo
   mbar_arrive(full);
 }
 
-// The writer warp: for each of the CTA's nloc chunks (chunk_of(i), global chunk C0 + chunk_of(i)
-// of acc and sem), waits for both halves, then, when there is a partial, for its turn, adds it (the
-// first contribution, turn 0, stores) and passes the turn on.
 // Waits (one thread) until *flag == turn. A turn that has not come after wait_ns means a CTA it
 // waits for is not running (the turns assume CTAs start in grid order): an error, not a hang.
 static __device__ __noinline__ void wait_turn(const int* flag, int turn, uint64_t wait_ns, int chunk) {
@@ -93,6 +92,9 @@ static __device__ __noinline__ void wait_turn(const int* flag, int turn, uint64_
   }
 }
 
+// The writer warp: for each of the CTA's nloc chunks (chunk_of(i), global chunk C0 + chunk_of(i)
+// of acc and sem), waits for both halves, then, when there is a partial, for its turn, adds it (the
+// first contribution, turn 0, stores) and passes the turn on.
 template <class ChunkOf>
 __device__ __forceinline__ void write_dq(int nloc, ChunkOf chunk_of, int C0, int turn, uint32_t sDQ,
                                          const volatile int* s_part, uint32_t full, uint32_t empty, float* acc,
