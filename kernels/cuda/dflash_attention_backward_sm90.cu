@@ -307,7 +307,6 @@ Params backward_params(const DflashAttentionBackward& a) {
   p.dq = a.dq, p.dk = a.dk, p.dv = a.dv;
   p.dq_bf16 = a.dq_bf16, p.dk_bf16 = a.dk_bf16, p.dv_bf16 = a.dv_bf16;
   p.dq_fresh = a.dq_fresh, p.dk_fresh = a.dk_fresh, p.dv_fresh = a.dv_fresh;
-  p.nchunk = (p.NR + kRows - 1) / kRows;
   return p;
 }
 
@@ -339,8 +338,7 @@ bool fused_dq_applies(const Params& p) {
 
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16) {
   if (!applies(bf16, d.hd)) return 0;
-  Params p = base_params(nullptr, nullptr, nullptr, nullptr, nullptr, d);
-  p.nchunk = (p.NR + kRows - 1) / kRows;
+  const Params p = base_params(nullptr, nullptr, nullptr, nullptr, nullptr, d);
   if (!fused_dq_applies(p)) return 0;
   return fused_chunks(p) * (int64_t(2 * kDqHalfFloats) * 4 + 4);
 }

@@ -401,6 +401,7 @@ inline Params base_params(const void* q, const void* k, const void* v, const int
   p.rpk_magic = div_magic(uint32_t(p.rpk));
   p.NR = int(p.G.N) * p.rpk;
   p.nct = (p.NR + kCtaRows - 1) / kCtaRows;
+  p.nchunk = (p.NR + kRows - 1) / kRows;
   return p;
 }
 
