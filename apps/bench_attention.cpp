@@ -211,9 +211,12 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
   // v2's query-side kernels (forward, dq) in each mode, forced (DFLASH_ATTENTION_QUERY): ws runs
-  // lockstep's products in lockstep's order, so out, lse and dq must be lockstep's bits.
+  // lockstep's products in lockstep's order, so out, lse and dq must be lockstep's bits (with
+  // lockstep's 64-key tiles; the wide ones are compared with v1 below).
+  const auto v1_out = to_floats_bf16(out1);
   const char* qmodes[2] = {"lockstep", "ws"};
   std::vector<uint8_t> q_bits[2][3];
+  setenv("DFLASH_ATTENTION_FORWARD_KEYS", "64", 1);
   for (int m = 0; m < 2; ++m) {
     setenv("DFLASH_ATTENTION_QUERY", qmodes[m], 1);
     forward(2, out2, lse2);
@@ -223,6 +226,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     q_bits[m][0] = to_bytes(out2), q_bits[m][1] = to_bytes(lse2), q_bits[m][2] = to_bytes(dq);
   }
   unsetenv("DFLASH_ATTENTION_QUERY");
+  unsetenv("DFLASH_ATTENTION_FORWARD_KEYS");
   const bool ws_same = q_bits[1][0] == q_bits[0][0] && q_bits[1][1] == q_bits[0][1] && q_bits[1][2] == q_bits[0][2];
   unsetenv("DFLASH_ATTENTION_DQ");
   // dq in its own kernel or summed inside dk/dv's (DFLASH_ATTENTION_DQ, with dk/dv in the ws mode):
@@ -275,6 +279,7 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
   }
   unsetenv("DFLASH_ATTENTION_DKDV");
   Timing tq[2] = {};
+  setenv("DFLASH_ATTENTION_FORWARD_KEYS", "64", 1);
   for (int m = 0; m < 2; ++m) {
     setenv("DFLASH_ATTENTION_QUERY", qmodes[m], 1);
     forward(2, out2, lse2), backward(2, out2, lse2);
@@ -286,6 +291,25 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     tq[m] = {median(f), median(b)};
   }
   unsetenv("DFLASH_ATTENTION_QUERY");
+  // The forward's ws mode over 64- and 128-key tiles (DFLASH_ATTENTION_FORWARD_KEYS), interleaved
+  // per call so that clocks drift alike; the wide out against v1.
+  const char* widths[2] = {"64", "128"};
+  double fwd_keys_ms[2] = {0, 0};
+  {
+    std::vector<double> f[2];
+    for (int i = 0; i < reps + 2; ++i)
+      for (int m = 0; m < 2; ++m) {
+        setenv("DFLASH_ATTENTION_FORWARD_KEYS", widths[m], 1);
+        const double ms = cuda_backend::time_ms(stream, [&] { forward(2, out2, lse2); });
+        if (i >= 2) f[m].push_back(ms);
+      }
+    fwd_keys_ms[0] = median(f[0]), fwd_keys_ms[1] = median(f[1]);
+  }
+  setenv("DFLASH_ATTENTION_FORWARD_KEYS", "128", 1);
+  forward(2, out2, lse2);
+  cuda_backend::synchronize(stream);
+  const double d_wide_out = rel_diff(to_floats_bf16(out2), v1_out);
+  unsetenv("DFLASH_ATTENTION_FORWARD_KEYS");
   unsetenv("DFLASH_ATTENTION_DQ");
   double bwd_dq_ms[2] = {0, 0};
   setenv("DFLASH_ATTENTION_DKDV", "ws", 1);
@@ -323,24 +347,28 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
                 d_dqmode[m],
                 m == 0 ? "" : fused_twice ? "; dq, dk, dv the same bits twice" : "; BITS DIFFER RUN TO RUN");
   std::printf("v2 dq fused: dk, dv vs v1 %.2e\n", d_fused_dkdv);
+  for (int m = 0; m < 2; ++m)
+    std::printf("v2 fwd %-3s keys %12.3f %12.1f   (the forward's ws mode over %s-key tiles%s)\n", widths[m],
+                fwd_keys_ms[m], tf / fwd_keys_ms[m], widths[m], m == 0 ? "" : ", out vs v1 below");
+  std::printf("v2 fwd 128 keys: out vs v1 %.2e\n", d_wide_out);
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
               "\"v2_bwd_shared_ms\":%.4f,\"v2_bwd_split_ms\":%.4f,\"v2_bwd_decoupled_ms\":%.4f,\"v2_bwd_dkdv_ws_ms\":%.4f,"
               "\"v2_fwd_lockstep_ms\":%.4f,\"v2_fwd_ws_ms\":%.4f,\"v2_bwd_lockstep_ms\":%.4f,\"v2_bwd_ws_ms\":%.4f,"
               "\"ws_same_bits\":%s,\"v2_bwd_dq_separate_ms\":%.4f,\"v2_bwd_dq_fused_ms\":%.4f,"
-              "\"fused_scratch_bytes\":%lld,\"fused_same_bits\":%s,"
+              "\"fused_scratch_bytes\":%lld,\"fused_same_bits\":%s,\"v2_fwd_keys64_ms\":%.4f,\"v2_fwd_keys128_ms\":%.4f,"
               "\"diff_out\":%.3e,\"diff_dq\":%.3e,"
               "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
               t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], bwd_mode_ms[3], tq[0].fwd_ms, tq[1].fwd_ms,
               tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", bwd_dq_ms[0], bwd_dq_ms[1],
-              (long long)scratch_bytes, fused_twice ? "true" : "false", d_out, d_dq, d_dk, d_dv,
+              (long long)scratch_bytes, fused_twice ? "true" : "false", fwd_keys_ms[0], fwd_keys_ms[1], d_out, d_dq, d_dk, d_dv,
               same_bits ? "true" : "false");
   const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
                   d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && d_mode[3] <= 2e-2 && decoupled_same &&
                   ws_dkdv_same && ws_same && d_dqmode[0] <= 2e-2 && d_dqmode[1] <= 2e-2 && d_fused_dkdv <= 2e-2 &&
-                  fused_twice;
+                  fused_twice && d_wide_out <= 1e-2;
   if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, is not deterministic, or a mode's bits differ\n");
   return ok ? 0 : 1;
 }

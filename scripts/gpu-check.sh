@@ -10,7 +10,8 @@
 # sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
 # dkdv-ab (dk/dv's decoupled against ws in the step), sanitize-dkdv-ws, dq-ab (dq's own kernel
 # against the fused backward in the step), fused-smoke (the fused backward's test case under a
-# timeout), sanitize-fused-dq (it under memcheck, synccheck, racecheck),
+# timeout), sanitize-fused-dq (it under memcheck, synccheck, racecheck), keys-ab (the forward over
+# 64- against 128-key tiles in the step), sanitize-wide (its 128-key tiles under three tools),
 # synccheck, initcheck, initcheck-graph (alone, the case initcheck flagged until copy_ became a kernel), attention (kernel versions 1 against 2: correctness and speed at 4096:512,
 # 65536:512, 1024:128), attention-tests (the attention suites with the default version, then the
 # op-level suite again with DFLASH_ATTENTION=v1), profile (4096:512 and others), target (the
@@ -107,6 +108,14 @@ for s in "${steps[@]}"; do
       step sanitize-fused-dq-synccheck san synccheck 300 'gpu-attention' --test-case='version 2*fused backward*'
       step sanitize-fused-dq-racecheck san racecheck 300 'gpu-attention' --test-case='version 2*fused backward*' \
         --subcase='GQA 1*' ;;
+    sanitize-wide)  # the forward's 128-key tiles (its ring of three) under memcheck, racecheck and synccheck, on the
+      # wide test's two smaller subcases (a doctest filter splits at commas, hence "?")
+      for tool in memcheck racecheck synccheck; do
+        step "sanitize-wide-$tool" san "$tool" 300 'gpu-attention' --test-case='*over 128-key tiles*' \
+          --subcase='B 2? S 1100*,hd 64? GQA 1*'
+      done ;;
+    keys-ab)  # the forward's ws mode over 64- against 128-key tiles in the step (see mode_ab)
+      mode_ab keys-ab DFLASH_ATTENTION_FORWARD_KEYS 64 128 ;;
     query-ab)  # the query side's modes in the step (see mode_ab)
       mode_ab query-ab DFLASH_ATTENTION_QUERY lockstep ws ;;
     initcheck) step initcheck san initcheck 560 'gpu-sanitize,gpu-misc' ;;

@@ -2,7 +2,8 @@
 // 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2, 4, 8,
 // hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits twice;
 // fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes against
-// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise; the fused
+// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise; the
+// forward's 128-key tiles against 64-key ones; the fused
 // backward (dq summed in dk/dv's kernel) against dq's own kernel and the same bits run after run.
 // Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
@@ -230,6 +231,7 @@ TEST_SUITE("gpu-attention") {
       INFO(c.describe());
       const Data d = make_data(c, seed);
       ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");  // dq from the query-side kernel
+      ScopedEnv narrow("DFLASH_ATTENTION_FORWARD_KEYS", "64");  // lockstep's tiles (wide ones: below)
       KernelResult lockstep, ws;
       {
         ScopedEnv forced("DFLASH_ATTENTION_QUERY", "lockstep");
@@ -270,6 +272,55 @@ TEST_SUITE("gpu-attention") {
       ws_is_lockstep({1, 40, 2, 16, 8, 2, 128, 64, {20, 7}, {1, 1}}, 712);
       ws_is_lockstep({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 713);
       ws_is_lockstep({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 714);
+    }
+  }
+
+  TEST_CASE("version 2's forward over 128-key tiles (the ws mode's default) agrees with 64-key tiles") {
+    REQUIRE_GPU();
+    // The same math with other roundings (the running max and sum move once per 128 keys): out
+    // within bf16 rounding and lse within f32 rounding of 64-key tiles, the same bits run after run,
+    // then against version 1 as every mode is.
+    auto wide_vs_narrow = [](const Case& c, uint64_t seed) {
+      INFO(c.describe());
+      const Data d = make_data(c, seed);
+      ScopedEnv ws("DFLASH_ATTENTION_QUERY", "ws");
+      KernelResult narrow;
+      {
+        ScopedEnv keys("DFLASH_ATTENTION_FORWARD_KEYS", "64");
+        narrow = run_kernels(c, d, 2);
+      }
+      ScopedEnv keys("DFLASH_ATTENTION_FORWARD_KEYS", "128");
+      const KernelResult wide = run_kernels(c, d, 2), again = run_kernels(c, d, 2);
+      CHECK(all_finite(wide.out));
+      CHECK(all_finite(wide.lse));
+      INFO("wide vs narrow: out " << rel_err(wide.out, narrow.out) << ", lse " << rel_err(wide.lse, narrow.lse));
+      CHECK(rel_err(wide.out, narrow.out) <= 5e-3);
+      CHECK(rel_err(wide.lse, narrow.lse) <= 1e-5);
+      CHECK(bitwise_equal(wide.out, again.out));
+      CHECK(bitwise_equal(wide.lse, again.lse));
+      CHECK(bitwise_equal(wide.dq, again.dq));
+      const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
+      if (any_kept) check_versions(c, seed);
+    };
+    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
+      wide_vs_narrow({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16),
+                      std::vector<int32_t>(128, 1)},
+                     730);
+    }
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors; bs 4 with hd 96") {
+      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+      wide_vs_narrow(c, 731);
+      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      shuffled.keep[10] = 0;
+      wide_vs_narrow(shuffled, 732);
+      wide_vs_narrow({1, 700, 60, 4, 8, 4, 96, 64, spread_anchors(1, 60, 700, 4), std::vector<int32_t>(60, 1)}, 733);
+    }
+    SUBCASE("hd 64, GQA 1; one tile (fewer than the ring), S = 0, every block dropped") {
+      wide_vs_narrow({2, 1500, 40, 16, 8, 8, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)}, 734);
+      wide_vs_narrow({1, 40, 2, 16, 8, 2, 128, 64, {20, 7}, {1, 1}}, 735);
+      wide_vs_narrow({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 736);
+      wide_vs_narrow({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 737);
     }
   }
 
@@ -374,7 +425,7 @@ TEST_SUITE("gpu-attention") {
     }
   }
 
-  TEST_CASE("DFLASH_ATTENTION_QUERY, _DKDV and _DQ outside their choices are refused, naming them") {
+  TEST_CASE("DFLASH_ATTENTION_QUERY, _FORWARD_KEYS, _DKDV and _DQ outside their choices are refused, naming them") {
     REQUIRE_GPU();
     const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
     const Data d = make_data(c, 720);
@@ -390,6 +441,11 @@ TEST_SUITE("gpu-attention") {
       ScopedEnv bad("DFLASH_ATTENTION_DQ_WAIT_S", "soon");
       CHECK_THROWS_WITH_AS(run_kernels(fused, make_data(fused, 721), 2),
                            doctest::Contains("DFLASH_ATTENTION_DQ_WAIT_S=soon: use a number of seconds in (0, 3600]"),
+                           std::runtime_error);
+    }
+    {
+      ScopedEnv bad("DFLASH_ATTENTION_FORWARD_KEYS", "96");
+      CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_FORWARD_KEYS=96: use 64 or 128"),
                            std::runtime_error);
     }
     {

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) dq_kernel(const
   if constexpr (WS) {
     if (tid == 0) init_ring(bars, kDqStages);
     __syncthreads();
-    if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, sK, sV, bars, tid - kThreads);
+    if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, c.ntiles, sK, sV, bars, tid - kThreads);
     QueryWsRegisters::consumer();
   }
   const WgView w = wg_view(p, c, wg);

@@ -7,15 +7,19 @@ namespace {
 
 // ---- Forward ----
 
-// Q [2 warpgroups], then the K tiles and the V tiles of [64][HDP], 1024-aligned; the ws mode's
-// ring barriers after them.
-constexpr int kWsForwardStages = 4;
-template <bool WS>
-constexpr int forward_stages() { return WS ? kWsForwardStages : kStages; }
-template <int HDP, bool WS>
+// Q [2 warpgroups] of [64][HDP], then the K tiles and the V tiles of [KT][HDP] (KT keys: 64, or
+// 128 in the ws mode's wide tiles), 1024-aligned; the ws mode's ring barriers after them. The wide
+// ring holds three tiles (230448 bytes at hd 128, within the 232448 a CTA may ask for): tile t-1's
+// P V runs while tile t is computed and tile t+1 lands.
+constexpr int kWsForwardStages = 4, kWideForwardStages = 3;
+template <bool WS, int KT>
+constexpr int forward_stages() { return !WS ? kStages : KT == kRows ? kWsForwardStages : kWideForwardStages; }
+template <int HDP, bool WS, int KT>
 constexpr int forward_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * (2 + 2 * forward_stages<WS>()) + 16 * forward_stages<WS>();
+  return 1024 + int(tile_bytes(kRows, HDP)) * 2 + int(tile_bytes(KT, HDP)) * 2 * forward_stages<WS, KT>() +
+         16 * forward_stages<WS, KT>();
 }
+static_assert(forward_smem_bytes<128, true, 2 * kRows>() <= 232448, "the wide ring must fit a CTA's shared memory");
 
 // Per warpgroup, FlashAttention-3's order, so that tensor cores and the online softmax overlap
 // inside one warpgroup: iteration t issues S(t) = Q K(t)^T, rescales O by the correction of tile
@@ -32,21 +36,26 @@ constexpr int forward_smem_bytes() {
 // WS (the ws mode, dflash_attention_sm90.cuh): a producer warpgroup stages K(t) and V(t) into a ring of
 // kWsForwardStages; iteration t waits for tile t, issues in its turn and releases tile t-1 at its
 // end (its P V done). The products, their order and the softmax are the lockstep mode's.
-template <int HDP, bool WS>
+// KT = 128 (the ws mode's wide tiles, DFLASH_ATTENTION_FORWARD_KEYS): the same schedule over tiles
+// of 128 keys, so each wgmma is m64n128 (S) or runs 8 k-steps (P V) and the softmax rescales once
+// per 128 keys: other roundings than 64-key tiles (the max and sum run per tile), the same math.
+template <int HDP, bool WS, int KT = kRows>
 __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(const Params p) {
-  constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<WS>();
-  constexpr uint32_t TB = tile_bytes(kRows, HDP);
+  static_assert(KT == kRows || (WS && KT == 2 * kRows), "128-key tiles run in the ws mode only");
+  constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<WS, KT>(), NS = KT / 2, PK = KT / 16;
+  constexpr uint32_t TQ = tile_bytes(kRows, HDP), TB = tile_bytes(KT, HDP);
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sK = sQ + 2 * TB, sV = sK + STAGES * TB,
+  const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sK = sQ + 2 * TQ, sV = sK + STAGES * TB,
                  bars = sV + STAGES * TB;
   const Geometry& G = p.G;
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int tq = lane & 3, hd = int(G.hd);
   const QueryCta c = query_cta(p);
+  const int ntiles = KT == kRows ? c.ntiles : (c.L + KT - 1) / KT;
   if constexpr (WS) {
     if (tid == 0) init_ring(bars, STAGES);
     __syncthreads();
-    if (tid >= kThreads) return produce_key_tiles<HDP, STAGES>(p, c, sK, sV, bars, tid - kThreads);
+    if (tid >= kThreads) return produce_key_tiles<HDP, STAGES, KT>(p, c, ntiles, sK, sV, bars, tid - kThreads);
     QueryWsRegisters::consumer();
   }
   const WgView w = wg_view(p, c, wg);
@@ -59,7 +68,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
   };
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-    stage_rows<HDP>(sQ + uint32_t(h) * TB, p.q, 0, nullptr, tid, hd, [&](int r) -> int64_t {
+    stage_rows<HDP>(sQ + uint32_t(h) * TQ, p.q, 0, nullptr, tid, hd, [&](int r) -> int64_t {
       const int R = c.R0 + h * kRows + r;
       int64_t li;
       return R < p.NR ? query_offset(p, c.b, c.g, R, &li) : -1;
@@ -84,21 +93,21 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
   const QueryRow rows[2] = {query_row_info(p, c, wrow), query_row_info(p, c, wrow + 8)};
   uint32_t qa[KS][4];
 #pragma unroll
-  for (int kk = 0; kk < KS; ++kk) load_a_frag(qa[kk], sQ + uint32_t(wg) * TB, warp * 16, kk, lane);
+  for (int kk = 0; kk < KS; ++kk) load_a_frag(qa[kk], sQ + uint32_t(wg) * TQ, warp * 16, kk, lane);
 
   const float sc = G.scale * kLog2e;
-  float o[NO] = {}, s[32] = {};  // (64, HDP) output, unnormalised; (64, 64) scores, then P
-  uint32_t pf[4][4] = {};        // P of the previous tile as A fragments (k-steps of 16 keys)
+  float o[NO] = {}, s[NS] = {};  // (64, HDP) output, unnormalised; (64, KT) scores, then P
+  uint32_t pf[PK][4] = {};       // P of the previous tile as A fragments (k-steps of 16 keys)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // running max (log2 units), lane's sum
   float corr[2] = {1.0f, 1.0f};  // rescale of O that goes with the pending P V
 
   auto issue_s = [&](int t) {  // s = Q K(t)^T
-    const uint64_t kd = kmajor_desc(sK + uint32_t(t % STAGES) * TB, kRows, 0, 0);
+    const uint64_t kd = kmajor_desc(sK + uint32_t(t % STAGES) * TB, KT, 0, 0);
     pin(s);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk)
-      mma_rs<64, 0>(s, qa[kk], desc_advance(kd, kmajor_step(kRows, kk)), kk > 0 ? 1 : 0);
+      mma_rs<KT, 0>(s, qa[kk], desc_advance(kd, kmajor_step(KT, kk)), kk > 0 ? 1 : 0);
     wg_commit();
   };
   auto issue_pv = [&](int t) {  // o = o * corr + P(t) V(t)
@@ -106,19 +115,19 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
     for (int j = 0; j < HDP / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i], o[4 * j + 2 * i + 1] *= corr[i];
-    const uint64_t vd = mnmajor_desc(sV + uint32_t(t % STAGES) * TB, kRows, 0, 0);
+    const uint64_t vd = mnmajor_desc(sV + uint32_t(t % STAGES) * TB, KT, 0, 0);
     pin(o);
     pin(pf);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) mma_rs<HDP, 1>(o, pf[kk], desc_advance(vd, mnmajor_step(kk)), 1);
+    for (int kk = 0; kk < PK; ++kk) mma_rs<HDP, 1>(o, pf[kk], desc_advance(vd, mnmajor_step(kk)), 1);
     wg_commit();
   };
   auto softmax = [&](int t) {  // s = P(t) (f32), corr = the rescale for tile t; m, l updated
-    if (!tile_full(w, t)) {
-      const int v0 = t * kRows + 2 * tq;
+    if (!tile_full(w, t, KT)) {
+      const int v0 = t * KT + 2 * tq;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < KT / 8; ++j)
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -131,13 +140,13 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
     for (int i = 0; i < 2; ++i) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
+      for (int j = 0; j < KT / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * i], s[4 * j + 2 * i + 1]));
       const float mnew = fmaxf(m[i], attn::quad_max(mx) * sc);  // sc > 0: max(s * sc) = max(s) * sc
       const float mb = mnew == -INFINITY ? 0.0f : mnew;         // no key seen yet: P = 0, corr = 0
       corr[i] = attn::exp2_ftz(m[i] - mb);
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < KT / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int x = 4 * j + 2 * i + e;
@@ -151,22 +160,22 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
   };
   auto to_fragments = [&] {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_frag(pf[kk], s, kk);
+    for (int kk = 0; kk < PK; ++kk) a_frag(pf[kk], s, kk);
   };
 
   // The ws mode's turns: pass after issuing (warpgroup 1 keeps its last one, t = ntiles).
   auto pass = [&](int t) {
     if constexpr (WS) {
-      if (wg == 0 || t < c.ntiles) turn_pass(wg);
+      if (wg == 0 || t < ntiles) turn_pass(wg);
     }
   };
   if constexpr (WS) {
     if (wg == 1) turn_pass(wg);
   }
   bool prev = false;  // tile t-1 was active: P(t-1) V(t-1) is due
-  for (int t = 0; t <= c.ntiles; ++t) {
+  for (int t = 0; t <= ntiles; ++t) {
     if constexpr (WS) {
-      if (t < c.ntiles) wait_tile<STAGES>(bars, t);
+      if (t < ntiles) wait_tile<STAGES>(bars, t);
       turn_wait(wg);
     } else {
       cp_wait<1>();  // K(t), V(t-1) landed (this thread's copies)
@@ -176,7 +185,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
       stage_v(t + 1);
       cp_commit();
     }
-    const bool cur = t < c.ntiles && tile_active(w, t);
+    const bool cur = t < ntiles && tile_active(w, t, KT);
     if (cur && prev) {
       issue_s(t);
       issue_pv(t - 1);  // with corr of tile t-1 (softmax(t) below replaces it)
@@ -241,15 +250,30 @@ bool forward(const DflashAttentionForward& a, void* stream) {
   const unsigned grid = unsigned(p.G.B * p.G.nkv * p.nct);
   cudaStream_t s = as_stream(stream);
   const char* what = "dflash_attention_forward (sm90)";
-  auto run = [&](auto ws) {
+  auto run = [&](auto ws, auto keys) {
     constexpr bool WS = decltype(ws)::value;
+    constexpr int KT = decltype(keys)::value;
     const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
-    if (p.G.hd <= 64) launch(forward_kernel<64, WS>, grid, forward_smem_bytes<64, WS>(), s, p, what, threads, regs);
-    else launch(forward_kernel<128, WS>, grid, forward_smem_bytes<128, WS>(), s, p, what, threads, regs);
+    if (p.G.hd <= 64)
+      launch(forward_kernel<64, WS, KT>, grid, forward_smem_bytes<64, WS, KT>(), s, p, what, threads, regs);
+    else launch(forward_kernel<128, WS, KT>, grid, forward_smem_bytes<128, WS, KT>(), s, p, what, threads, regs);
   };
-  if (query_side_ws(true)) run(std::true_type{});
-  else run(std::false_type{});
+  using Narrow = std::integral_constant<int, kRows>;
+  using Wide = std::integral_constant<int, 2 * kRows>;
+  if (!query_side_ws(true)) run(std::false_type{}, Narrow{});
+  else if (forward_key_tile(kForwardKeyTileDefault) == 2 * kRows) run(std::true_type{}, Wide{});
+  else run(std::true_type{}, Narrow{});
   return true;
+}
+
+int forward_key_tile(int fallback) {
+  const char* e = std::getenv("DFLASH_ATTENTION_FORWARD_KEYS");
+  const std::string keys = e ? e : "";
+  if (keys.empty()) return fallback;
+  if (keys == "64") return kRows;
+  if (keys == "128") return 2 * kRows;
+  throw std::runtime_error("DFLASH_ATTENTION_FORWARD_KEYS=" + keys +
+                           ": use 64 or 128 (the keys per tile of the forward's ws mode)");
 }
 
 bool query_side_ws(bool fallback) {

@@ -231,13 +231,13 @@ __device__ __forceinline__ void init_ring(uint32_t bars, int stages) {
     mbar_init(bars + 8u * uint32_t(i), kProducerThreads), mbar_init(bars + 8u * uint32_t(stages + i), kThreads);
 }
 // The producer warpgroup's whole job (thread tix 0..127): K(t) into sK, V(t) into sV, t = 0 ..
-// ntiles-1.
-template <int HDP, int STAGES>
-__device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCta& c, uint32_t sK, uint32_t sV,
-                                                  uint32_t bars, int tix) {
-  constexpr uint32_t TB = tile_bytes(kRows, HDP);
+// ntiles-1, tiles of ROWS keys (the forward's wide mode: 128).
+template <int HDP, int STAGES, int ROWS = kRows>
+__device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCta& c, int ntiles, uint32_t sK,
+                                                  uint32_t sV, uint32_t bars, int tix) {
+  constexpr uint32_t TB = tile_bytes(ROWS, HDP);
   QueryWsRegisters::producer();
-  for (int t = 0; t < c.ntiles; ++t) {
+  for (int t = 0; t < ntiles; ++t) {
     const uint32_t st = uint32_t(t % STAGES);
     if (t >= STAGES) mbar_wait(bars + 8u * (STAGES + st), uint32_t(t / STAGES - 1) & 1u);
     // stage_key_tile's rows and pieces, lean enough for 24 registers: the thread keeps one piece
@@ -245,10 +245,10 @@ __device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCt
     constexpr int kPieces = HDP / 8, kStep = kProducerThreads / kPieces;
     const int r0 = tix / kPieces, piece = tix % kPieces;
     const bool piece_ok = piece * 8 < int(p.G.hd);
-    const uint32_t dst = st * TB + piece_offset(kRows, r0, piece);
+    const uint32_t dst = st * TB + piece_offset(ROWS, r0, piece);
 #pragma unroll 1
-    for (int r = r0; r < kRows; r += kStep) {
-      const int64_t o = key_offset(c, t * kRows + r);
+    for (int r = r0; r < ROWS; r += kStep) {
+      const int64_t o = key_offset(c, t * ROWS + r);
       const bool ok = piece_ok && o >= 0;
       const int64_t at = ok ? o + piece * 8 : 0;
       const uint32_t d = dst + uint32_t(r - r0) * 128u;
@@ -275,6 +275,10 @@ __device__ __forceinline__ void release_tile(uint32_t bars, int t) {
 // knob; anything else is an error naming the choices); default `fallback` (ws: 11-12 % off the
 // forward at 4096:512 and 65536:512 on the H200, dq about 1 %; docs/BENCH.md, 2026-12-02).
 bool query_side_ws(bool fallback);
+// Keys per tile of the forward's ws mode: DFLASH_ATTENTION_FORWARD_KEYS=64|128 (read at every
+// launch, a tuning knob; anything else is an error naming the choices), default `fallback`.
+int forward_key_tile(int fallback);
+inline constexpr int kForwardKeyTileDefault = 2 * kRows;
 
 // What the kept rows of one warpgroup see: context keys below ctx_max (all of them below ctx_min)
 // and draft keys in [dlo, dhi). any = false: no kept row (nothing to compute).
@@ -299,13 +303,15 @@ __device__ __forceinline__ WgView wg_view(const Params& p, const QueryCta& c, in
   }
   return w;
 }
-// Tile t holds a key some kept row of the warpgroup sees.
-__device__ __forceinline__ bool tile_active(const WgView& w, int t) {
-  const int v0 = t * kRows;
-  return w.any && (v0 < w.ctx_max || (v0 + kRows > w.dlo && v0 < w.dhi));
+// Tile t (of `width` keys) holds a key some kept row of the warpgroup sees.
+__device__ __forceinline__ bool tile_active(const WgView& w, int t, int width = kRows) {
+  const int v0 = t * width;
+  return w.any && (v0 < w.ctx_max || (v0 + width > w.dlo && v0 < w.dhi));
 }
 // Every kept row of the warpgroup sees every key of tile t (context keys only): no mask.
-__device__ __forceinline__ bool tile_full(const WgView& w, int t) { return (t + 1) * kRows <= w.ctx_min; }
+__device__ __forceinline__ bool tile_full(const WgView& w, int t, int width = kRows) {
+  return (t + 1) * width <= w.ctx_min;
+}
 
 // One of a thread's two rows: what it sees (nothing when dropped or past the rows) and where it is.
 struct QueryRow {
