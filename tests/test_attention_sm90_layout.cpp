@@ -14,12 +14,13 @@ using namespace dflash::kernels::cuda::sm90;
 
 namespace {
 
-constexpr int kRows = 64;          // every tile of the kernels has 64 rows
+constexpr int kRows = 64;          // the kernels' tiles have 64 rows (the forward's wide K, V tiles: 128)
 constexpr uint32_t kBase = 5 * 1024;  // a 1024-aligned tile start, as the kernels align them
 
-// Byte address of element (row, col) as stage_rows writes it (16-byte piece col / 8).
-uint32_t staged(uint32_t tile, int row, int col) {
-  return tile + piece_offset(kRows, row, col / 8) + uint32_t(col % 8) * 2u;
+// Byte address of element (row, col) of a tile of `rows` rows as stage_rows (and the producers)
+// write it (16-byte piece col / 8).
+uint32_t staged(uint32_t tile, int row, int col, int rows = kRows) {
+  return tile + piece_offset(rows, row, col / 8) + uint32_t(col % 8) * 2u;
 }
 
 struct Fields {
@@ -32,23 +33,24 @@ Fields decode(uint64_t d) {
 
 // A K-major operand of N rows (M or N of the wgmma) at tile row row0, k-step kk of the head dim:
 // element (n, k) must be tile element (row0 + n, 16 kk + k).
-bool kmajor_matches(int hdp, int n_rows, int row0, int kk) {
-  const Fields f = decode(kmajor_desc(kBase, kRows, row0, kk));
+bool kmajor_matches(int hdp, int n_rows, int row0, int kk, int tile_rows = kRows) {
+  const Fields f = decode(kmajor_desc(kBase, tile_rows, row0, kk));
   if (f.layout != 1 || f.sbo != 1024) return false;
   for (int n = 0; n < n_rows; ++n)
     for (int k = 0; k < 16; ++k)
-      if (kmajor_element(f.start, f.sbo, n, k) != staged(kBase, row0 + n, 16 * kk + k)) return false;
+      if (kmajor_element(f.start, f.sbo, n, k) != staged(kBase, row0 + n, 16 * kk + k, tile_rows)) return false;
   return 16 * (kk + 1) <= hdp;
 }
 
 // An MN-major operand (K = tile rows row0 + 16 kk .. +15, N = the head dim, hdp columns): element
 // (n, k) must be tile element (row0 + 16 kk + k, n).
-bool mnmajor_matches(int hdp, int row0, int kk) {
-  const Fields f = decode(mnmajor_desc(kBase, kRows, row0, kk));
-  if (f.layout != 1 || f.sbo != 1024 || f.lbo != slab_bytes(kRows)) return false;
+bool mnmajor_matches(int hdp, int row0, int kk, int tile_rows = kRows) {
+  const Fields f = decode(mnmajor_desc(kBase, tile_rows, row0, kk));
+  if (f.layout != 1 || f.sbo != 1024 || f.lbo != slab_bytes(tile_rows)) return false;
   for (int n = 0; n < hdp; ++n)
     for (int k = 0; k < 16; ++k)
-      if (mnmajor_element(f.start, f.lbo, f.sbo, n, k) != staged(kBase, row0 + 16 * kk + k, n)) return false;
+      if (mnmajor_element(f.start, f.lbo, f.sbo, n, k) != staged(kBase, row0 + 16 * kk + k, n, tile_rows))
+        return false;
   return true;
 }
 
@@ -129,6 +131,48 @@ TEST_SUITE("attention-sm90-layout") {
         CHECK(kmajor_matches(hdp, 32, 32, kk));
       }
     }
+  }
+
+  TEST_CASE("the forward's 128-key tiles: S = Q K^T over 128 keys (m64n128), P V over 8 k-steps of 16 keys") {
+    for (int hdp : {64, 128}) {
+      CAPTURE(hdp);
+      for (int kk = 0; kk < hdp / 16; ++kk) {
+        CAPTURE(kk);
+        CHECK(kmajor_matches(hdp, 128, 0, kk, 128));
+        CHECK(desc_advance(kmajor_desc(kBase, 128, 0, 0), kmajor_step(128, kk)) == kmajor_desc(kBase, 128, 0, kk));
+      }
+      for (int kk = 0; kk < 8; ++kk) {
+        CAPTURE(kk);
+        CHECK(mnmajor_matches(hdp, 0, kk, 128));
+        CHECK(desc_advance(mnmajor_desc(kBase, 128, 0, 0), mnmajor_step(kk)) == mnmajor_desc(kBase, 128, 0, kk));
+      }
+    }
+  }
+
+  TEST_CASE("a key producer's rows: one piece per thread, rows kStep apart, kStep * 128 bytes apart") {
+    // produce_key_tiles (dflash_attention_sm90.cuh): thread tix keeps piece tix % pieces and walks
+    // rows tix / pieces + m * kStep, adding kStep * 128 bytes per row; together the 128 threads
+    // write every piece of the tile once, at piece_offset's place, for 64- and 128-row tiles.
+    for (int rows : {64, 128})
+      for (int hdp : {64, 128}) {
+        CAPTURE(rows);
+        CAPTURE(hdp);
+        const int pieces = hdp / 8, step = 128 / pieces;
+        std::set<uint32_t> seen;
+        bool at_place = true;
+        for (int tix = 0; tix < 128; ++tix) {
+          const int r0 = tix / pieces, piece = tix % pieces;
+          const uint32_t dst = piece_offset(rows, r0, piece);
+          for (int r = r0; r < rows; r += step) {
+            const uint32_t at = dst + uint32_t(r - r0) * 128u;
+            at_place = at_place && at == piece_offset(rows, r, piece);
+            seen.insert(at);
+          }
+        }
+        CHECK(at_place);
+        CHECK(seen.size() == size_t(rows * pieces));
+        CHECK(*seen.rbegin() < tile_bytes(rows, hdp));
+      }
   }
 
   TEST_CASE("MN-major operands: P V, dS K (both halves), P^T dO, dS^T Q") {
