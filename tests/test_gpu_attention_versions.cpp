@@ -130,6 +130,19 @@ void check_versions(const Case& c, uint64_t seed) {
   CHECK(dropped_zero);
 }
 
+// The query side's mode tests' cases where warpgroups skip tiles: B 2, S 1100, N 40, GQA 4 with
+// dropped blocks (first, middle, last); anchors in random order with a repeat and a dropped block.
+Case b2_dropped_blocks() {
+  Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+  c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+  return c;
+}
+Case shuffled_with_a_dropped_block() {
+  Case c{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+  c.keep[10] = 0;
+  return c;
+}
+
 }  // namespace
 
 TEST_SUITE("gpu-attention") {
@@ -259,12 +272,8 @@ TEST_SUITE("gpu-attention") {
                      700);
     }
     SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors (warpgroups skip tiles)") {
-      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
-      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
-      ws_is_lockstep(c, 705);
-      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      shuffled.keep[10] = 0;
-      ws_is_lockstep(shuffled, 706);
+      ws_is_lockstep(b2_dropped_blocks(), 705);
+      ws_is_lockstep(shuffled_with_a_dropped_block(), 706);
     }
     SUBCASE("hd 64, GQA 1 (8 blocks per CTA), one tile (fewer than the ring), S = 0, every block dropped") {
       ws_is_lockstep({2, 1500, 40, 16, 8, 2, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)}, 710);
@@ -308,12 +317,8 @@ TEST_SUITE("gpu-attention") {
                      730);
     }
     SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors; bs 4 with hd 96") {
-      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
-      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
-      wide_vs_narrow(c, 731);
-      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      shuffled.keep[10] = 0;
-      wide_vs_narrow(shuffled, 732);
+      wide_vs_narrow(b2_dropped_blocks(), 731);
+      wide_vs_narrow(shuffled_with_a_dropped_block(), 732);
       wide_vs_narrow({1, 700, 60, 4, 8, 4, 96, 64, spread_anchors(1, 60, 700, 4), std::vector<int32_t>(60, 1)}, 733);
     }
     SUBCASE("hd 64, GQA 1; one tile (fewer than the ring), S = 0, every block dropped") {
