@@ -227,6 +227,8 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // v2's forward and dq kernels have two modes with the same bits: ws (a producer warpgroup stages
 // the K/V tiles, the two consumer warpgroups take ping-pong turns; the default) and lockstep (every
 // thread stages and computes); DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch) forces one.
+// The forward's ws mode takes 128 keys per tile by default (other roundings than 64, the same
+// math); DFLASH_ATTENTION_FORWARD_KEYS=64|128 (read at every launch) forces a width.
 struct DflashAttentionDims {
   int64_t B, S, N, bs, nh, nkv, hd, key_tile;
   float scale;

@@ -13,10 +13,10 @@
 // Forward and dq: a CTA of two warpgroups takes 128 consecutive rows (the drafter's two blocks),
 // 64 per warpgroup (wgmma's M). Both warpgroups walk one virtual key sequence: context keys
 // 0 .. Amax-1 (Amax: the largest anchor among the CTA's kept blocks), then the draft keys of the
-// CTA's blocks, in tiles of 64 keys staged once for both. A row sees virtual key v when v is below
-// its anchor or is one of its own block's draft keys; a warpgroup skips tiles none of its rows
-// sees. Sorted anchors (the data pipeline's) keep a CTA's blocks close, so little is masked or
-// skipped; unsorted anchors stay correct, only slower.
+// CTA's blocks, in tiles of 64 keys (128 in the forward's ws mode by default) staged once for
+// both. A row sees virtual key v when v is below its anchor or is one of its own block's draft
+// keys; a warpgroup skips tiles none of its rows sees. Sorted anchors (the data pipeline's) keep a
+// CTA's blocks close, so little is masked or skipped; unsorted anchors stay correct, only slower.
 // dk/dv: a CTA takes 128 keys, 64 per warpgroup (context keys, or draft keys), and walks the rows
 // of the blocks between the first and the last that see them, in chunks of 64 rows staged once
 // for both warpgroups; rows that do not see a key are masked (P = 0). The chunks' arrival and
