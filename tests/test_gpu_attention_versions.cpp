@@ -130,6 +130,11 @@ void check_versions(const Case& c, uint64_t seed) {
   CHECK(dropped_zero);
 }
 
+// check_versions where some block is kept (it asks for some non-zero dk); a mode's tests end with it.
+void check_versions_where_kept(const Case& c, uint64_t seed) {
+  if (std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; })) check_versions(c, seed);
+}
+
 // The query side's mode tests' cases where warpgroups skip tiles: B 2, S 1100, N 40, GQA 4 with
 // dropped blocks (first, middle, last); anchors in random order with a repeat and a dropped block.
 Case b2_dropped_blocks() {
@@ -261,11 +266,8 @@ TEST_SUITE("gpu-attention") {
       CHECK(bitwise_equal(ws.dq2, lockstep.dq2));
       CHECK(bitwise_equal(ws.dq3, lockstep.dq3));
       CHECK(bitwise_equal(ws.dk, lockstep.dk));
-      const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
-      if (any_kept) {  // check_versions asks for some non-zero dk
-        ScopedEnv forced("DFLASH_ATTENTION_QUERY", "ws");
-        check_versions(c, seed);
-      }
+      ScopedEnv forced("DFLASH_ATTENTION_QUERY", "ws");
+      check_versions_where_kept(c, seed);
     };
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
       ws_is_lockstep({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)},
@@ -308,8 +310,7 @@ TEST_SUITE("gpu-attention") {
       CHECK(bitwise_equal(wide.out, again.out));
       CHECK(bitwise_equal(wide.lse, again.lse));
       CHECK(bitwise_equal(wide.dq, again.dq));
-      const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
-      if (any_kept) check_versions(c, seed);
+      check_versions_where_kept(c, seed);
     };
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
       wide_vs_narrow({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16),
@@ -362,8 +363,7 @@ TEST_SUITE("gpu-attention") {
         CHECK(bitwise_equal(r.dk, fused.dk));
         CHECK(bitwise_equal(r.dv, fused.dv));
       }
-      const bool any_kept = std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; });
-      if (any_kept) check_versions(c, seed);
+      check_versions_where_kept(c, seed);
     };
     SUBCASE("the drafter's layout: 32 context CTAs per kv head take turns at every chunk") {
       fused_vs_separate(
