@@ -2,7 +2,9 @@
 # On a GPU host (the H200 machine): builds with CUDA and runs the named steps (default: all but
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
-# Steps: build, tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
+# Steps: build, build-base (the tree of AB_BASE=<commit> scripts/gpu-prepare.sh, for A/B in one call),
+# norms-ab and profile-online-ab (the target's forward, the online step and its table: build-base
+# against build), tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
 # sanitize-fused (the target's fused norm kernels under the four tools),
 # racecheck-dkdv (the dk/dv kernel in its three modes on two small cases of the version test; a
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
@@ -76,6 +78,21 @@ for s in "${steps[@]}"; do
   case $s in
     build) step build bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 16" \
              || { printf '%s\n' "${summary[@]}"; exit 1; } ;;
+    build-base)  # the AB_BASE tree of gpu-prepare.sh (this tree with .deps/base's files) into build-base
+      step build-base bash -c "[ -d .deps/base ] || { echo 'no .deps/base: run AB_BASE=<commit> scripts/gpu-prepare.sh'; \
+        exit 1; }; echo \"base \$(cat .deps/base-commit)\"; rm -rf /tmp/base-tree && mkdir -p /tmp/base-tree && \
+        tar --exclude=./build --exclude=./build-base -cf - . | tar -xf - -C /tmp/base-tree && \
+        cp -r .deps/base/. /tmp/base-tree/ && cmake -S /tmp/base-tree -B build-base -G Ninja \
+        -DCMAKE_BUILD_TYPE=Release && cmake --build build-base -j 16" ;;
+    norms-ab)  # this tree against build-base: the target's forward at 4096 and the online step (--arena-gb=7),
+      # interleaved base, new, base, new
+      step norms-ab timeout 590 bash -c "for b in build-base build build-base build; do echo \"== \$b\"; \
+        ./\$b/dflash-bench target --cuda --model=qwen3-8b --seq=4096 --steps=10 || exit 1; \
+        ./\$b/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
+        done" ;;
+    profile-online-ab)  # the online step's table from build-base, then from build
+      step profile-online-ab timeout 400 bash -c "for b in build-base build; do echo \"== \$b\"; \
+        ./\$b/dflash-bench profile --cuda --online --model=qwen3-8b --bucket=4096:512 --arena-gb=7 || exit 1; done" ;;
     tests)
       if [ "$gpus" -ge 2 ]; then step tests timeout 500 ./build/dflash-tests --test-suite='gpu*'
       else step tests timeout 500 ./build/dflash-tests --test-suite='gpu*' --test-suite-exclude='gpu2*'; fi ;;

@@ -21,9 +21,11 @@ TEST_SUITE("gpu-ops") {
       }
       check_parity(be, in, fused);
     };
-    // D = 4096: 16 packs a lane (bf16); 128, 64: one to four; 40: the unfused fallback (5 packs of 8);
-    // 1000 rows: many blocks and a partial last one. f32 at 4096 (32 packs a lane) falls back too.
-    for (Shape xs : {Shape{3, 4096}, Shape{5, 128}, Shape{1000, 64}, Shape{7, 40}, Shape{2, 3, 256}}) {
+    // D = 4096: 16 packs a lane (bf16: a row over 4 warps, 2 rows a block); 2048 over 999 rows: 8
+    // packs a lane in bf16 (2 warps a row), 16 in f32, partial last blocks; 128, 64: one to four
+    // packs of one warp; 40: the unfused fallback (5 packs of 8); 1000 rows: many blocks and a
+    // partial last one. f32 at 4096 (32 packs a lane) falls back too.
+    for (Shape xs : {Shape{3, 4096}, Shape{999, 2048}, Shape{5, 128}, Shape{1000, 64}, Shape{7, 40}, Shape{2, 3, 256}}) {
       INFO("x " << xs.str());
       const int64_t D = xs.last();
       std::vector<float> w = random_floats(size_t(D), 41, 0.2f);
@@ -43,9 +45,12 @@ TEST_SUITE("gpu-ops") {
     struct Case {
       int64_t B, L, hq, hk, hd;
     };
-    // hd 128 / 64: fused (16 / 8 lanes a head in bf16); 40 heads: a partial last round of heads;
-    // hd 96 (12 packs) and hd 8 in bf16 (one pack): the unfused fallback; hd 8 in f32: 2 lanes.
-    for (Case c : {Case{2, 5, 4, 2, 128}, Case{1, 9, 32, 8, 128}, Case{1, 7, 3, 1, 64}, Case{1, 4, 2, 1, 96},
+    // hd 128 / 64: fused (16 / 8 lanes a head in bf16); 40 heads: two rows a block; 6 heads over 50
+    // rows: blocks that start and end inside rows; 2 heads over 2 x 300 rows: a segment's items
+    // 16 rows apart; hd 16 (bf16: 2 lanes a head); hd 96 (12 packs) and hd 8 in bf16 (one pack):
+    // the unfused fallback; hd 8 in f32: 2 lanes.
+    for (Case c : {Case{2, 5, 4, 2, 128}, Case{1, 9, 32, 8, 128}, Case{2, 33, 32, 8, 128}, Case{1, 50, 4, 2, 128},
+                   Case{2, 300, 1, 1, 64}, Case{3, 40, 5, 3, 16}, Case{1, 7, 3, 1, 64}, Case{1, 4, 2, 1, 96},
                    Case{2, 3, 2, 2, 8}}) {
       INFO("B " << c.B << " L " << c.L << " heads " << c.hq << "/" << c.hk << " hd " << c.hd);
       std::vector<int32_t> pos = random_ids(size_t(c.B * c.L), 32768, 44);
@@ -74,9 +79,10 @@ TEST_SUITE("gpu-ops") {
   TEST_CASE("swiglu_halves: CUDA swiglu's bits on the halves, and the CPU's values") {
     REQUIRE_GPU();
     Backends be;
-    // I = 12288: the target's width (16-byte packs); 64 rows of 24: packs, many blocks; I = 5 and 4
+    // I = 12288: the target's width (16-byte packs); 64 rows of 24: packs, many blocks; 200 rows of
+    // 12288 and 100000 of 24: more packs than threads, so a thread's walk crosses rows; I = 5 and 4
     // (f32 packs of 4, bf16 one by one): the scalar path.
-    for (Shape s : {Shape{3, 12288}, Shape{64, 24}, Shape{2, 3, 5}, Shape{7, 4}}) {
+    for (Shape s : {Shape{3, 12288}, Shape{64, 24}, Shape{200, 12288}, Shape{100000, 24}, Shape{2, 3, 5}, Shape{7, 4}}) {
       INFO("gate and up " << s.str());
       std::vector<In> in{rnd(Role::frozen, s, 51), rnd(Role::frozen, s, 52)};
       const OpFn fused = [](auto& a) { return std::vector<Tensor>{ops::swiglu_halves(ops::concat(a[0], a[1], -1))}; };
