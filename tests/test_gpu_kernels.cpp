@@ -5,7 +5,8 @@
 // path). Plain IEEE elementwise math (accumulate, fill, concat backward) is checked bit for bit
 // against a host computation; every elementwise kernel's pack path must equal its scalar path bit
 // for bit; exp/sincos kernels and the rmsnorm reductions are within tolerance of the CPU kernels.
-// rmsnorm runs at the drafter's per-token (D = 4096) and per-head (D = 128) shapes with 5000 rows.
+// rmsnorm runs at the drafter's per-token (D = 4096) and per-head (D = 128) shapes with 5000 rows;
+// its forward's sum order is also replayed on the host, bit for bit.
 // Suite "gpu-kernels": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cmath>
@@ -366,6 +367,68 @@ TEST_SUITE("gpu-kernels") {
           if (with_rstd) CHECK(rel_err(got_rstd, want_rstd) <= 1e-5);
           else CHECK(std::isnan(got_rstd[0]));
         }
+    }
+  }
+
+  // An independent statement of the resident layout's sum order (rmsnorm.cu): G lanes a row (the
+  // smallest power of two >= the row's packs, at most 32), lane q owning packs q, q + G, ...; each
+  // lane's fma chain in pack order, then a butterfly; rstd = 1 / sqrt(sum / D + eps) and y = (x *
+  // rstd) * w, each rounded once. The host replays it in f32, so every bit is checked: the rows
+  // spread over 2 or 4 warps (32 lanes of 8 or 16 packs: a chain through shared memory) must give
+  // what one warp summing every pack gives.
+  TEST_CASE("rmsnorm forward: resident and chained rows give the bits of the documented sum order") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    struct Case {
+      int64_t rows, D;
+      bool bf16;
+    };
+    // bf16: 4096 = 32 lanes x 16 packs (4 warps a row), 2048 = 32 x 8 (2 warps), 1024 = 32 x 4 and
+    // 128 = 16 x 1 (one warp); f32: 2048 = 32 x 16 packs of 4, 1024 = 32 x 8. 999 and 37 rows:
+    // partial last blocks.
+    for (Case c : {Case{999, 4096, true}, Case{37, 2048, true}, Case{37, 1024, true}, Case{77, 128, true},
+                   Case{999, 2048, false}, Case{37, 1024, false}}) {
+      INFO("rows " << c.rows << " D " << c.D << " dtype " << name_of(c.bf16));
+      const DType dt = float_dtype(c.bf16);
+      const int N = c.bf16 ? 8 : 4;
+      const int64_t packs = c.D / N;
+      int64_t G = 32;
+      while (G > 1 && G / 2 >= packs) G /= 2;
+      REQUIRE(packs % G == 0);
+      const int64_t P = packs / G, n = c.rows * c.D;
+      const std::vector<float> x = round_to(dt, random_floats(size_t(n), 61, 3.0f));
+      std::vector<float> w = random_floats(size_t(c.D), 62, 0.2f);
+      for (float& v : w) v += 1.0f;
+      w = round_to(dt, w);
+      std::vector<float> want_y(static_cast<size_t>(n)), want_rstd(static_cast<size_t>(c.rows));
+      for (int64_t r = 0; r < c.rows; ++r) {
+        std::vector<float> lane(size_t(G), 0.0f);
+        for (int64_t q = 0; q < G; ++q)
+          for (int64_t k = 0; k < P; ++k)
+            for (int i = 0; i < N; ++i) {
+              const float f = x[size_t(r * c.D + (k * G + q) * N + i)];
+              lane[size_t(q)] = std::fma(f, f, lane[size_t(q)]);
+            }
+        for (int64_t o = G / 2; o > 0; o /= 2) {
+          std::vector<float> next(lane);
+          for (int64_t q = 0; q < G; ++q) next[size_t(q)] = lane[size_t(q)] + lane[size_t(q ^ o)];
+          lane = next;
+        }
+        const float s = 1.0f / std::sqrt(lane[0] / float(c.D) + 1e-6f);
+        want_rstd[size_t(r)] = s;
+        for (int64_t j = 0; j < c.D; ++j) {
+          const float xs = x[size_t(r * c.D + j)] * s;
+          want_y[size_t(r * c.D + j)] = stored(dt, xs * w[size_t(j)]);
+        }
+      }
+      const std::vector<float> nans(size_t(n), std::nanf("")), rstd_nans(size_t(c.rows), std::nanf(""));
+      Buf bx = upload(x, dt, 0), bw = upload(w, dt, 0), by = upload(nans, dt, 0), brstd = upload(rstd_nans, DType::f32, 0);
+      kernels::cuda::rmsnorm_forward(bx.ptr(), bw.ptr(), by.ptr(), c.bf16, static_cast<float*>(brstd.ptr()), c.rows, c.D,
+                                     1e-6f, stream(ctx));
+      const std::vector<float> got_y = by.read(), got_rstd = brstd.read();
+      CHECK(std::memcmp(got_rstd.data(), want_rstd.data(), want_rstd.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(got_y.data(), want_y.data(), want_y.size() * sizeof(float)) == 0);
     }
   }
 }

@@ -59,10 +59,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // add_rmsnorm_kernel's work and bits for long rows (32 lanes a row, P >= 8 packs a lane), a row
 // spread over W warps so that a thread holds P/W packs (P = 16 in one warp needs 255 registers: one
-// block an SM, whose loads and stores then never overlap). Warp w of a row owns packs [w*P/W,
-// (w+1)*P/W) of every lane, so lane q's square sum, taken in pack order, is a chain: warp w starts
-// from warp w-1's partial (through shared memory, one barrier a link) and the last warp runs the
-// butterfly. The same sequence of roundings as the one-warp sum, so the same bits.
+// block an SM, whose loads and stores then never overlap); the square sum is chained_square_sum's.
 template <class T, int N, int P, int W>
 __global__ void __launch_bounds__(kThreads)
     add_rmsnorm_chain_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
@@ -72,47 +69,31 @@ __global__ void __launch_bounds__(kThreads)
   const int q = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, part = warp % W, slot = warp / W;
   const int64_t r = blockIdx.x * int64_t(kRows) + slot;
   const bool on = r < rows;
+  auto at = [&](int k) { return r * D + (int64_t(part * kPw + k) * 32 + q) * N; };
   Vec<T, N> v[kPw];
 #pragma unroll
   for (int k = 0; k < kPw; ++k)
-    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(a + r * D + (int64_t(part * kPw + k) * 32 + q) * N);
+    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(a + at(k));
 #pragma unroll
   for (int k = 0; k < kPw; ++k) {
     if (!on) continue;
-    const Vec<T, N> vb = *reinterpret_cast<const Vec<T, N>*>(b + r * D + (int64_t(part * kPw + k) * 32 + q) * N);
+    const Vec<T, N> vb = *reinterpret_cast<const Vec<T, N>*>(b + at(k));
 #pragma unroll
     for (int i = 0; i < N; ++i) v[k].v[i] = from_float<T>(to_float(v[k].v[i]) + to_float(vb.v[i]));
   }
 #pragma unroll
   for (int k = 0; k < kPw; ++k)
-    if (on) *reinterpret_cast<Vec<T, N>*>(r_out + r * D + (int64_t(part * kPw + k) * 32 + q) * N) = v[k];
-#pragma unroll
-  for (int link = 0; link < W; ++link) {  // uniform: every thread meets every barrier
-    if (part == link) {
-      float ss = link == 0 ? 0.0f : partial[slot][link - 1][q];
-#pragma unroll
-      for (int k = 0; k < kPw; ++k)
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float f = on ? to_float(v[k].v[i]) : 0.0f;
-          ss += f * f;
-        }
-      if (link == W - 1)
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      partial[slot][link][q] = ss;
-    }
-    __syncthreads();
-  }
+    if (on) *reinterpret_cast<Vec<T, N>*>(r_out + at(k)) = v[k];
+  const float ss = chained_square_sum<W>(v, on, partial, slot, part, q);
   if (!on) return;
-  const float s = 1.0f / sqrtf(partial[slot][W - 1][q] / float(D) + eps);
+  const float s = 1.0f / sqrtf(ss / float(D) + eps);
 #pragma unroll
   for (int k = 0; k < kPw; ++k) {
-    const int64_t j = (int64_t(part * kPw + k) * 32 + q) * N;
-    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + j);
+    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + (at(k) - r * D));
     Vec<T, N> o;
 #pragma unroll
     for (int i = 0; i < N; ++i) o.v[i] = from_float<T>(to_float(v[k].v[i]) * s * to_float(wv.v[i]));
-    *reinterpret_cast<Vec<T, N>*>(y + r * D + j) = o;
+    *reinterpret_cast<Vec<T, N>*>(y + at(k)) = o;
   }
 }
 
