@@ -20,7 +20,8 @@
 # target's forward), profile-4096 (qwen3-8b 4096:512 alone), profile-spec (the decode step and one
 # round at contexts 1024 and 4096), ncu-attention (Nsight Compute's full set on the sm90 attention
 # kernels at 4096:512: the details page, then scripts/ncu-hotspots.py's stall reasons and hot SASS
-# lines, in the log), gemms (each GEMM shape of
+# lines, in the log), ncu-norms (the same for the target's rmsnorm_rope, add_rmsnorm and swiglu_halves
+# at 4096), gemms (each GEMM shape of
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
 # --gemm-tuning), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
@@ -202,6 +203,11 @@ for s in "${steps[@]}"; do
       ncu --set full -k \"regex:^\$k\"_kernel -c 1 -o $out/\$k -f ./build/dflash-bench attention --seq=4096 \
       --anchors=512 --reps=1 >/dev/null && ncu --import $out/\$k.ncu-rep --page details --print-units base && \
       python3 scripts/ncu-hotspots.py $out/\$k.ncu-rep 45 || rc=1; rm -f $out/\$k.ncu-rep; done; exit \$rc" ;;
+    ncu-norms)  # Nsight Compute's full set on the target's memory-bound fused kernels at 4096 (as ncu-attention)
+      step ncu-norms timeout 500 bash -c "rc=0; for k in rmsnorm_rope add_rmsnorm swiglu_halves; do \
+      ncu --set full -k \"regex:\$k\" -c 1 -o $out/\$k -f ./build/dflash-bench target --cuda --model=qwen3-8b \
+      --seq=4096 --steps=1 >/dev/null && ncu --import $out/\$k.ncu-rep --page details --print-units base && \
+      python3 scripts/ncu-hotspots.py $out/\$k.ncu-rep 30 || rc=1; rm -f $out/\$k.ncu-rep; done; exit \$rc" ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-spec) step profile-spec timeout 300 ./build/dflash-bench profile --cuda --spec --model=qwen3-8b \
       --context=1024 --context=4096 ;;

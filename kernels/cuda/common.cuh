@@ -174,35 +174,6 @@ inline int64_t resident_row_lanes(int64_t packs) {
   while (G > 1 && G / 2 >= packs) G /= 2;
   return packs % G == 0 ? G : 0;
 }
-// Long resident rows (32 lanes a row, lane q owning packs q, q + 32, ...) spread over W warps:
-// warp `part` of a row holds packs [part*Pw, (part+1)*Pw) of each lane. Lane q's square sum in
-// pack order is then a chain (warp w starts from warp w-1's partial, one __syncthreads a link,
-// which every thread of the block must reach) and the last warp runs the butterfly: the same
-// roundings as one warp summing all P = W*Pw packs, so the resident kernels' bits. Returns the
-// row's sum. partial: [rows a block][W][32] in shared memory.
-template <int W, class T, int N, int Pw>
-__device__ __forceinline__ float chained_square_sum(const Vec<T, N> (&v)[Pw], bool on, float (*partial)[W][32],
-                                                    int slot, int part, int q) {
-#pragma unroll
-  for (int link = 0; link < W; ++link) {
-    if (part == link) {
-      float ss = link == 0 ? 0.0f : partial[slot][link - 1][q];
-#pragma unroll
-      for (int k = 0; k < Pw; ++k)
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float f = on ? to_float(v[k].v[i]) : 0.0f;
-          ss += f * f;
-        }
-      if (link == W - 1)
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      partial[slot][link][q] = ss;
-    }
-    __syncthreads();
-  }
-  return partial[slot][W - 1][q];
-}
-
 // go(std::integral_constant<int, P>{}) for P packs a lane in {1, 2, 4, 8, 16}; false for others.
 template <class F>
 bool with_packs_per_lane(int64_t P, F&& go) {

@@ -83,58 +83,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The resident kernel's work and bits for long rows (32 lanes a row, P >= 8 packs a lane), a row
-// spread over W warps (P/W packs a thread instead of P: more blocks an SM, so one block's stores
-// overlap the next one's loads); the square sum is chained_square_sum's.
-template <class T, int N, int P, int W>
-__global__ void __launch_bounds__(kThreads)
-    rmsnorm_forward_chain_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, float* rstd,
-                                 int64_t rows, int64_t D, float eps) {
-  constexpr int kPw = P / W, kRows = kThreads / 32 / W;
-  __shared__ float partial[kRows][W][32];
-  const int q = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, part = warp % W, slot = warp / W;
-  const int64_t r = blockIdx.x * int64_t(kRows) + slot;
-  const bool on = r < rows;
-  auto column = [&](int k) { return (int64_t(part * kPw + k) * 32 + q) * N; };
-  Vec<T, N> v[kPw];
-#pragma unroll
-  for (int k = 0; k < kPw; ++k)
-    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(x + r * D + column(k));
-  const float ss = chained_square_sum<W>(v, on, partial, slot, part, q);
-  if (!on) return;
-  const float s = 1.0f / sqrtf(ss / float(D) + eps);
-  if (rstd && part == 0 && q == 0) rstd[r] = s;
-#pragma unroll
-  for (int k = 0; k < kPw; ++k) {
-    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + column(k));
-    Vec<T, N> o;
-#pragma unroll
-    for (int i = 0; i < N; ++i) o.v[i] = from_float<T>(to_float(v[k].v[i]) * s * to_float(wv.v[i]));
-    *reinterpret_cast<Vec<T, N>*>(y + r * D + column(k)) = o;
-  }
-}
-
-// The resident kernel when D splits into G lanes of P <= 16 packs of N (the chained one for 32
-// lanes of 8 or 16 packs: 4 packs a thread), else the looping one.
+// The resident kernel when D splits into G lanes of P <= 16 packs of N, else the looping one.
 template <class T, int N>
 bool launch_forward_resident(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t D, float eps,
                              cudaStream_t s) {
   if (N == 1 || D % N != 0) return false;
   const int64_t G = resident_row_lanes(D / N);
   if (G == 0) return false;
-  const int64_t P = D / N / G;
-  if (G == 32 && (P == 8 || P == 16)) {
-    auto chain = [&](auto p_tag) {
-      constexpr int kP = decltype(p_tag)::value, kW = kP / 4, kRows = kThreads / 32 / kW;
-      rmsnorm_forward_chain_kernel<T, N, kP, kW><<<unsigned((rows + kRows - 1) / kRows), kThreads, 0, s>>>(
-          static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps);
-    };
-    if (P == 8) chain(std::integral_constant<int, 8>{});
-    else chain(std::integral_constant<int, 16>{});
-    return true;
-  }
   const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
-  return with_packs_per_lane(P, [&](auto p_tag) {
+  return with_packs_per_lane(D / N / G, [&](auto p_tag) {
     rmsnorm_forward_resident_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
         static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, int(G));
   });

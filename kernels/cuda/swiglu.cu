@@ -84,20 +84,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 // gu [rows, 2I] -> y [rows, I]: y[r, j] = Swiglu(gu[r, j], gu[r, I + j]), N elements an access
-// (N divides I and every row start is 16-byte aligned when N > 1). Thread t takes packs t, t +
-// stride, ...: its (row, column) walks by the stride's fixed (rows, columns) step, not a 64-bit
-// division per pack.
+// (N divides I and every row start is 16-byte aligned when N > 1).
 template <class T, int N>
-__global__ void __launch_bounds__(kThreads)
-    swiglu_halves_kernel(const T* __restrict__ gu, T* __restrict__ y, int64_t rows, int64_t I) {
-  const int64_t per_row = I / N, stride = int64_t(gridDim.x) * kThreads;
-  const int64_t first = blockIdx.x * int64_t(kThreads) + threadIdx.x;
-  const int64_t step_rows = stride / per_row, step_cols = stride % per_row;
-  int64_t r = first / per_row, c = first % per_row;
-  for (; r < rows; r += step_rows, c += step_cols) {
-    if (c >= per_row) c -= per_row, ++r;
-    if (r >= rows) break;
-    const int64_t j = c * N;
+__global__ void __launch_bounds__(kThreads) swiglu_halves_kernel(const T* gu, T* y, int64_t rows, int64_t I) {
+  const int64_t per_row = I / N, n = rows * per_row;
+  const int64_t stride = int64_t(gridDim.x) * kThreads, first = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  for (int64_t i = first; i < n; i += stride) {
+    const int64_t r = i / per_row, j = (i - r * per_row) * N;
     const Vec<T, N> vg = *reinterpret_cast<const Vec<T, N>*>(gu + r * 2 * I + j);
     const Vec<T, N> vu = *reinterpret_cast<const Vec<T, N>*>(gu + r * 2 * I + I + j);
     Vec<T, N> vy;
