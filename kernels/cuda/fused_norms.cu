@@ -71,111 +71,77 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
   });
 }
 
-constexpr int kRopeMaxThreads = 384;
-
 // q (rows, hq, hd), k (rows, hk, hd), one position per row: each head's x -> rope(rmsnorm(x) * w),
-// w = wq or wk. One block per row, of at most 384 threads that take the row's heads in equal rounds
-// where they can (40 heads of 16 lanes: 2 rounds of 320), the next round's loads in flight while
-// this one computes. A head is a segment of G = hd/N lanes (a template constant, so the butterflies
-// unroll), one pack a lane (the resident rmsnorm with P = 1: the same sum order). Each thread issues
-// its first head's loads before the block takes the row's hd/2 angles (rope_kernel's f32 product
-// and accurate sincosf), which every head shares after one barrier. Lane l's rotation partner is
-// lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded to T before
-// the rotation, as the unfused rope reads them. Every lane of a warp runs the same rounds, so the
-// shuffles always see the whole warp. (ncu, 2026-12-02: the earlier 256-thread version was
-// issue-bound, 73 % of issue slots for 26 % of DRAM bandwidth, with a sixth of its head slots idle
-// at 40 heads of 16 lanes.)
-template <class T, int N, int G>
-__global__ void __launch_bounds__(kRopeMaxThreads)
-    rmsnorm_rope_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ wq,
-                        const T* __restrict__ wk, const int32_t* __restrict__ positions,
-                        const float* __restrict__ inv_freq, T* yq, T* yk, int hq, int hk, float eps) {
-  constexpr int kHd = G * N, kHalf = kHd / 2;
-  __shared__ float angles[kHd];  // cos [hd/2], then sin [hd/2]
-  const int seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G, segs = int(blockDim.x) / G, H = hq + hk;
+// w = wq or wk. One block per row: its hd/2 angles are taken once (rope_kernel's f32 product and
+// accurate sincosf) and shared by the row's hq + hk heads; a head is a segment of G = hd/N lanes,
+// one pack a lane (the resident rmsnorm with P = 1: the same sum order), and lane l's rotation
+// partner is lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded
+// to T before the rotation, as the unfused rope reads them. Every lane of a warp runs the same
+// number of head iterations, so the shuffles always see the whole warp.
+template <class T, int N>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
+                        const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, int hd, float eps) {
+  extern __shared__ float angles[];  // cos [hd/2], then sin [hd/2]
+  const int half = hd / 2, G = hd / N, seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
+  float* cs = angles;
+  float* sn = angles + half;
   const int64_t row = blockIdx.x;
-  auto load = [&](int h, Vec<T, N>& v, Vec<T, N>& w) {
-    if (h >= H) return;
-    const bool is_q = h < hq;
-    v = *reinterpret_cast<const Vec<T, N>*>(is_q ? q + (row * hq + h) * kHd + lane * N
-                                                 : k + (row * hk + (h - hq)) * kHd + lane * N);
-    w = *reinterpret_cast<const Vec<T, N>*>((is_q ? wq : wk) + lane * N);
-  };
-  Vec<T, N> v{}, wv{};
-  load(seg, v, wv);
-  if (int(threadIdx.x) < kHalf) {
-    const float pos = float(positions[row]);
-    sincosf(pos * inv_freq[threadIdx.x], &angles[kHalf + threadIdx.x], &angles[threadIdx.x]);
-  }
+  const float pos = float(positions[row]);
+  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
   __syncthreads();
+  const int segs = kThreads / G;
   const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
   const int f0 = (low ? lane : lane - G / 2) * N;
-  float cs[N], sn[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) cs[i] = angles[f0 + i], sn[i] = angles[kHalf + f0 + i];
-  for (int h = seg;; h += segs) {
-    const bool on = h < H, last = h - seg + segs >= H;  // last: uniform, every lane's last round
-    Vec<T, N> next{}, next_w{};
-    if (!last) load(h + segs, next, next_w);  // in flight while this head is computed
+  for (int64_t base = 0; base < hq + hk; base += segs) {
+    const int64_t h = base + seg;
+    const bool on = h < hq + hk, is_q = h < hq;
+    const int64_t at = is_q ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd;
+    const T* x = is_q ? q : k;
+    const T* w = is_q ? wq : wk;
+    Vec<T, N> v{}, wv{};
+    if (on) {
+      v = *reinterpret_cast<const Vec<T, N>*>(x + at + lane * N);
+      wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const float f = on ? to_float(v.v[i]) : 0.0f;
       ss += f * f;
     }
-#pragma unroll
     for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float s = 1.0f / sqrtf(ss / float(kHd) + eps);
+    const float s = 1.0f / sqrtf(ss / float(hd) + eps);
     float mine[N], other[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) mine[i] = to_float(from_float<T>(to_float(v.v[i]) * s * to_float(wv.v[i])));
 #pragma unroll
     for (int i = 0; i < N; ++i) other[i] = __shfl_xor_sync(0xffffffffu, mine[i], G / 2);
-    if (on) {
-      Vec<T, N> o;
+    if (!on) continue;
+    Vec<T, N> o;
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        // rope.cu's Rotate::forward: y1 = x1 c - x2 s, y2 = x2 c + x1 s
-        const float out = low ? __fmaf_rn(mine[i], cs[i], -__fmul_rn(other[i], sn[i]))
-                              : __fmaf_rn(other[i], sn[i], __fmul_rn(mine[i], cs[i]));
-        o.v[i] = from_float<T>(out);
-      }
-      const bool is_q = h < hq;
-      *reinterpret_cast<Vec<T, N>*>(is_q ? yq + (row * hq + h) * kHd + lane * N
-                                         : yk + (row * hk + (h - hq)) * kHd + lane * N) = o;
+    for (int i = 0; i < N; ++i) {
+      const float c = cs[f0 + i], sgn = sn[f0 + i];
+      // rope.cu's Rotate::forward: y1 = x1 c - x2 s, y2 = x2 c + x1 s
+      const float out = low ? __fmaf_rn(mine[i], c, -__fmul_rn(other[i], sgn))
+                            : __fmaf_rn(other[i], sgn, __fmul_rn(mine[i], c));
+      o.v[i] = from_float<T>(out);
     }
-    if (last) break;
-    v = next, wv = next_w;
+    *reinterpret_cast<Vec<T, N>*>((is_q ? yq : yk) + at + lane * N) = o;
   }
-}
-
-template <class T, int N, int G>
-void launch_rmsnorm_rope_g(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
-                           const float* inv_freq, void* yq, void* yk, int64_t rows, int64_t hq, int64_t hk,
-                           float eps, cudaStream_t s) {
-  // Rounds of equal width where the lanes split into them, else the widest that fits.
-  const int64_t lanes = (hq + hk) * G;
-  int64_t rounds = 1, threads = (lanes + 31) / 32 * 32;
-  while (threads > kRopeMaxThreads) ++rounds, threads = ((lanes + rounds - 1) / rounds + 31) / 32 * 32;
-  const int64_t block = threads < G * N / 2 ? (G * N / 2 + 31) / 32 * 32 : threads;  // a thread per angle
-  rmsnorm_rope_kernel<T, N, G><<<unsigned(rows), unsigned(block), 0, s>>>(
-      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
-      positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), int(hq), int(hk), eps);
 }
 
 template <class T, int N>
 bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
                          const float* inv_freq, void* yq, void* yk, int64_t rows, int64_t hq, int64_t hk, int64_t hd,
                          float eps, cudaStream_t s) {
-  if (hd % N != 0 || hq + hk > (int64_t(1) << 20)) return false;
-  switch (hd / N) {  // one pack a lane: P = 1
-    case 2: launch_rmsnorm_rope_g<T, N, 2>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, eps, s); return true;
-    case 4: launch_rmsnorm_rope_g<T, N, 4>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, eps, s); return true;
-    case 8: launch_rmsnorm_rope_g<T, N, 8>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, eps, s); return true;
-    case 16: launch_rmsnorm_rope_g<T, N, 16>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, eps, s); return true;
-    case 32: launch_rmsnorm_rope_g<T, N, 32>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, eps, s); return true;
-    default: return false;
-  }
+  if (hd % N != 0) return false;
+  const int64_t G = hd / N;
+  if (G < 2 || G > 32 || resident_row_lanes(G) != G) return false;  // one pack a lane: P = 1
+  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
+      positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
+  return true;
 }
 }  // namespace
 
