@@ -16,7 +16,7 @@ cp -r /usr/include/toml++ /usr/include/nlohmann .deps/include/
 git rev-parse HEAD > .deps/commit
 # AB_BASE=<commit>: the files of the sources that differ from that commit, as they were there, in
 # .deps/base (gpu-check.sh's build-base step builds that tree beside this one, for A/B in one call).
-rm -rf .deps/base
+rm -rf .deps/base .deps/base-commit
 if [ -n "${AB_BASE:-}" ]; then
   mkdir -p .deps/base
   git rev-parse "$AB_BASE" > .deps/base-commit
