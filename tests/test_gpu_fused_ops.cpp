@@ -21,10 +21,9 @@ TEST_SUITE("gpu-ops") {
       }
       check_parity(be, in, fused);
     };
-    // D = 4096: 16 packs a lane (bf16: a row over 4 warps, 2 rows a block); 2048 over 999 rows: 8
-    // packs a lane in bf16 (2 warps a row), 16 in f32, partial last blocks; 128, 64: one to four
-    // packs of one warp; 40: the unfused fallback (5 packs of 8); 1000 rows: many blocks and a
-    // partial last one. f32 at 4096 (32 packs a lane) falls back too.
+    // D = 4096: 16 packs a lane (bf16); 2048 over 999 rows: 8 packs a lane in bf16, 16 in f32, a
+    // partial last block; 128, 64: one to four; 40: the unfused fallback (5 packs of 8); 1000 rows:
+    // many blocks and a partial last one. f32 at 4096 (32 packs a lane) falls back too.
     for (Shape xs : {Shape{3, 4096}, Shape{999, 2048}, Shape{5, 128}, Shape{1000, 64}, Shape{7, 40}, Shape{2, 3, 256}}) {
       INFO("x " << xs.str());
       const int64_t D = xs.last();
@@ -45,10 +44,10 @@ TEST_SUITE("gpu-ops") {
     struct Case {
       int64_t B, L, hq, hk, hd;
     };
-    // hd 128 / 64: fused (16 / 8 lanes a head in bf16); 40 heads: two equal rounds of 20; 30 heads:
-    // two rounds of 16 (the last with idle heads); 72 heads: three rounds of 24; 2 heads: a block
-    // of one warp; hd 16 (bf16: 2 lanes a head); hd 96 (12 packs) and hd 8 in bf16 (one pack):
-    // the unfused fallback; hd 8 in f32: 2 lanes.
+    // hd 128 / 64: fused (16 / 8 lanes a head in bf16, a block's 256 threads taking 16 / 32 heads
+    // a round); 40, 30 and 72 heads: partial last rounds; 2 heads over 2 x 300 rows: most of a
+    // block idle; hd 16 (bf16: 2 lanes a head); hd 96 (12 packs) and hd 8 in bf16 (one pack): the
+    // unfused fallback; hd 8 in f32: 2 lanes.
     for (Case c : {Case{2, 5, 4, 2, 128}, Case{1, 9, 32, 8, 128}, Case{2, 33, 32, 8, 128}, Case{1, 6, 24, 6, 128},
                    Case{1, 5, 64, 8, 128}, Case{2, 300, 1, 1, 64}, Case{3, 40, 5, 3, 16}, Case{1, 7, 3, 1, 64},
                    Case{1, 4, 2, 1, 96}, Case{2, 3, 2, 2, 8}}) {

@@ -370,13 +370,13 @@ TEST_SUITE("gpu-kernels") {
     }
   }
 
-  // An independent statement of the resident layout's sum order (rmsnorm.cu): G lanes a row (the
-  // smallest power of two >= the row's packs, at most 32), lane q owning packs q, q + G, ...; each
-  // lane's fma chain in pack order, then a butterfly; rstd = 1 / sqrt(sum / D + eps) and y = (x *
-  // rstd) * w, each rounded once. The host replays it in f32, so every bit is checked: the rows
-  // spread over 2 or 4 warps (32 lanes of 8 or 16 packs: a chain through shared memory) must give
-  // what one warp summing every pack gives.
-  TEST_CASE("rmsnorm forward: resident and chained rows give the bits of the documented sum order") {
+  // An independent statement of the resident layout's sum order (rmsnorm.cu), which the fused
+  // norms copy for their bits: G lanes a row (the smallest power of two >= the row's packs, at
+  // most 32), lane q owning packs q, q + G, ...; each lane's fma chain in pack order, then a
+  // butterfly; rstd = 1 / sqrt(sum / D + eps) and y = (x * rstd) * w, each rounded once. The host
+  // replays it in f32, so every bit is checked, and any change of the kernels' layout or order (a
+  // row spread over several warps, say) must keep it.
+  TEST_CASE("rmsnorm forward: resident rows give the bits of the documented sum order") {
     REQUIRE_GPU();
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
@@ -384,9 +384,8 @@ TEST_SUITE("gpu-kernels") {
       int64_t rows, D;
       bool bf16;
     };
-    // bf16: 4096 = 32 lanes x 16 packs (4 warps a row), 2048 = 32 x 8 (2 warps), 1024 = 32 x 4 and
-    // 128 = 16 x 1 (one warp); f32: 2048 = 32 x 16 packs of 4, 1024 = 32 x 8. 999 and 37 rows:
-    // partial last blocks.
+    // bf16: 4096 = 32 lanes x 16 packs, 2048 = 32 x 8, 1024 = 32 x 4, 128 = 16 x 1 (two rows a
+    // warp); f32: 2048 = 32 x 16 packs of 4, 1024 = 32 x 8. 999, 37 and 77 rows: partial last blocks.
     for (Case c : {Case{999, 4096, true}, Case{37, 2048, true}, Case{37, 1024, true}, Case{77, 128, true},
                    Case{999, 2048, false}, Case{37, 1024, false}}) {
       INFO("rows " << c.rows << " D " << c.D << " dtype " << name_of(c.bf16));
