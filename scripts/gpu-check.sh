@@ -66,6 +66,15 @@ san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on th
   timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 "${extra[@]}" \
     ./build/dflash-tests --test-suite="$suites" "$@"
 }
+ncu_kernels() {  # ncu_kernels STEP TOP "BENCH ARGS" REGEX...: Nsight Compute's full set on the first launch of
+  # each kernel that REGEX matches in `dflash-bench BENCH ARGS`: its details page, then scripts/ncu-hotspots.py's
+  # stall reasons and TOP hottest SASS lines, in the step's log
+  local name=$1 top=$2 args=$3; shift 3
+  step "$name" timeout 500 bash -c "rc=0; for k in $*; do r=$out/ncu-\${k//[^a-z_]/}; \
+    ncu --set full -k \"regex:\$k\" -c 1 -o \$r -f ./build/dflash-bench $args >/dev/null && \
+    ncu --import \$r.ncu-rep --page details --print-units base && python3 scripts/ncu-hotspots.py \$r.ncu-rep $top \
+    || rc=1; rm -f \$r.ncu-rep; done; exit \$rc"
+}
 mode_ab() {  # mode_ab STEP VARIABLE A B: qwen3-8b 4096:512 under VARIABLE=A, B, A, B, then the online step
   # with --arena-gb=7 and 65536:512 under A and B, in one call (a kernel mode's A/B in the step)
   local name=$1 var=$2 a=$3 b=$4
@@ -199,15 +208,11 @@ for s in "${steps[@]}"; do
       '--recompute=4' '--arena-gb=2.45' '--arena-gb=2.45 --chunk-rows=512'; do ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
-    ncu-attention) step ncu-attention timeout 500 bash -c "rc=0; for k in forward dq dkdv; do \
-      ncu --set full -k \"regex:^\$k\"_kernel -c 1 -o $out/\$k -f ./build/dflash-bench attention --seq=4096 \
-      --anchors=512 --reps=1 >/dev/null && ncu --import $out/\$k.ncu-rep --page details --print-units base && \
-      python3 scripts/ncu-hotspots.py $out/\$k.ncu-rep 45 || rc=1; rm -f $out/\$k.ncu-rep; done; exit \$rc" ;;
-    ncu-norms)  # Nsight Compute's full set on the target's memory-bound fused kernels at 4096 (as ncu-attention)
-      step ncu-norms timeout 500 bash -c "rc=0; for k in rmsnorm_rope add_rmsnorm swiglu_halves; do \
-      ncu --set full -k \"regex:\$k\" -c 1 -o $out/\$k -f ./build/dflash-bench target --cuda --model=qwen3-8b \
-      --seq=4096 --steps=1 >/dev/null && ncu --import $out/\$k.ncu-rep --page details --print-units base && \
-      python3 scripts/ncu-hotspots.py $out/\$k.ncu-rep 30 || rc=1; rm -f $out/\$k.ncu-rep; done; exit \$rc" ;;
+    ncu-attention) ncu_kernels ncu-attention 45 "attention --seq=4096 --anchors=512 --reps=1" \
+      '^forward_kernel' '^dq_kernel' '^dkdv_kernel' ;;
+    ncu-norms)  # the target's memory-bound fused kernels at 4096
+      ncu_kernels ncu-norms 30 "target --cuda --model=qwen3-8b --seq=4096 --steps=1" \
+        rmsnorm_rope add_rmsnorm swiglu_halves ;;
     profile-4096) step profile-4096 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 ;;
     profile-spec) step profile-spec timeout 300 ./build/dflash-bench profile --cuda --spec --model=qwen3-8b \
       --context=1024 --context=4096 ;;

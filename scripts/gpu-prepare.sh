@@ -16,6 +16,8 @@ cp -r /usr/include/toml++ /usr/include/nlohmann .deps/include/
 git rev-parse HEAD > .deps/commit
 # AB_BASE=<commit>: the files of the sources that differ from that commit, as they were there, in
 # .deps/base (gpu-check.sh's build-base step builds that tree beside this one, for A/B in one call).
+# Tests, scripts and docs stay this tree's, so a base whose sources lack what the new tests call
+# does not build: A/B a change whose tests compile against both.
 rm -rf .deps/base .deps/base-commit
 if [ -n "${AB_BASE:-}" ]; then
   mkdir -p .deps/base
