@@ -95,15 +95,15 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
   }
   // Recomputed in part: the post-attention residual h1 and the MLP's gate and up projections are
   // kept from the first run too (4.5x the memory of a layer recomputed entirely, ~1/5 of its
-  // GEMM work at 4096:512), so in the recomputation the o, gate and up projections and the first
-  // residual add only record their tapes and take the kept values.
+  // GEMM work at 4096:512), so in the recomputation the o projection (with its residual add), gate
+  // and up only record their tapes and take the kept values.
   const bool kept_mlp = partial && stash && stash->active();
   std::vector<Tensor> kept;
   if (kept_mlp && replay) kept = stash->take();
   Tensor h1;
   {
     SkipLaunches skip_o(kept_mlp && replay);
-    h1 = ops::add(h, ops::linear(a.out.reshape({B, T, nh * hd}), p.get(P(l, "self_attn.o_proj.weight"))));
+    h1 = ops::linear_residual(a.out.reshape({B, T, nh * hd}), p.get(P(l, "self_attn.o_proj.weight")), h);
   }
   if (kept_mlp && replay) adopt_kept_values(h1, kept[0]);
   // h1's gradient is complete once the MLP half's backward (down, gate, up, the norm) has run.
@@ -122,11 +122,11 @@ Tensor Drafter::layer(int64_t l, const Tensor& h, const Tensor& context, const T
     stash->put({h1, gate, up});
   }
   Tensor mlp = ops::swiglu(gate, up);
-  // The recomputation needs only the tape of the down projection and the residual add: their
-  // backward rules read mlp and the weight, never their outputs, and the layer's output itself
-  // lives on as the next layer's input. So their kernels run in the first pass only.
+  // The recomputation needs only the tape of the down projection with its residual add: its
+  // backward rule reads mlp and the weight, never the output, and the layer's output itself
+  // lives on as the next layer's input. So its kernels run in the first pass only.
   SkipLaunches tail(replay);
-  return ops::add(h1, ops::linear(mlp, p.get(P(l, "mlp.down_proj.weight"))));
+  return ops::linear_residual(mlp, p.get(P(l, "mlp.down_proj.weight")), h1);
 }
 
 double partial_recompute_cost(const DrafterSpec& spec, int64_t S, int64_t T) {

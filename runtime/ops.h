@@ -26,6 +26,10 @@ Tensor weighted_accuracy(const Tensor& argmax, const Tensor& labels, const Tenso
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [..., in] times weight [out, in]^T -> [..., out] (weights stored like torch Linear).
 Tensor linear(const Tensor& x, const Tensor& weight);
+// residual + linear(x, weight), residual of the output's shape and x's dtype: the values of
+// add(residual, linear(x, weight)) on the CPU; on CUDA the GEMM's epilogue adds the residual to
+// its f32 sum, rounded once (one pass less, and no copy of the gradient for the residual).
+Tensor linear_residual(const Tensor& x, const Tensor& weight, const Tensor& residual);
 // linear(concat(a, b, 1), weight) without building the concatenation: a [B, Sa, in] and
 // b [B, Sb, in] -> [B, Sa + Sb, out], each batch row's a rows first. Same values and gradients.
 Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight);

@@ -1,7 +1,13 @@
 // The target's forward-only fused CUDA ops (add_rmsnorm, rmsnorm_rope, swiglu_halves) against
-// the unfused CUDA ops' bits and the CPU's values. Suite "gpu-ops" (the sanitize-fused step of
+// the unfused CUDA ops' bits and the CPU's values; linear_residual (the residual add in the GEMM's
+// epilogue) against the CPU and a double reference. Suite "gpu-ops" (the sanitize-fused step of
 // scripts/gpu-check.sh runs these cases): it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
+#include <cstring>
+
+#include "graphs/program.h"
+#include "kernels/cuda/gemm_candidates.h"
+#include "runtime/cuda/gemm_tuner.h"
 #include "tests/gpu_op_harness.h"
 
 using namespace dflash;
@@ -96,5 +102,95 @@ TEST_SUITE("gpu-ops") {
     }
   }
 
+  TEST_CASE("linear_residual on CUDA: the CPU's values and gradients; bf16 is the exact sum rounded once") {
+    REQUIRE_GPU();
+    Backends be;
+    // Rows and widths off every tile; the residual as a leaf and through another op.
+    for (auto [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 8}, {37, 64, 96}, {300, 256, 520}})
+      for (Role role : {Role::trainable, Role::nonleaf}) {
+        INFO(rows << " x " << in << " -> " << out << (role == Role::nonleaf ? ", residual through a non-leaf" : ""));
+        std::vector<In> ins{rnd(Role::trainable, {rows, in}, 61), rnd(Role::trainable, {out, in}, 62, 0.2f),
+                            rnd(role, {rows, out}, 63)};
+        check_parity(be, ins, [](auto& a) { return std::vector<Tensor>{ops::linear_residual(a[0], a[1], a[2])}; });
+      }
+    // bf16 against double sums of the same inputs: every element is the exact sum rounded to the
+    // nearest bf16 (where the f32 accumulation cannot decide it, it is skipped); rounding the product
+    // to bf16 first (add after linear) would miss some. With cuBLASLt's heuristic pick, and with every
+    // tuner candidate that agrees with cuBLAS set in the table; recorded like eager; the residual unchanged.
+    Context& ctx = be.gpu;
+    ContextScope scope(ctx);
+    const int64_t M = 192, K = 320, N = 264;
+    const std::vector<float> xv = round_to(DType::bf16, random_floats(size_t(M * K), 71)),
+                             wv = round_to(DType::bf16, random_floats(size_t(N * K), 72, 0.1f)),
+                             hv = round_to(DType::bf16, random_floats(size_t(M * N), 73, 4.0f));
+    const Tensor x = make_float({M, K}, xv, DType::bf16), w = make_float({N, K}, wv, DType::bf16),
+                 h = make_float({M, N}, hv, DType::bf16);
+    auto bf16_nearest = [](double v) {  // ties to even
+      const float f = float(v);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      uint32_t lo_bits = u & 0xffff0000u, hi_bits = lo_bits + 0x10000u;
+      float lo, hi;
+      std::memcpy(&lo, &lo_bits, 4);
+      std::memcpy(&hi, &hi_bits, 4);
+      const double dlo = std::fabs(v - lo), dhi = std::fabs(v - hi);
+      return dlo < dhi ? lo : dhi < dlo ? hi : ((lo_bits >> 16) & 1u) ? hi : lo;
+    };
+    std::vector<double> exact(size_t(M * N)), product(size_t(M * N)), slack(size_t(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          s += double(xv[size_t(i * K + k)]) * wv[size_t(j * K + k)];
+          a += std::fabs(double(xv[size_t(i * K + k)]) * wv[size_t(j * K + k)]);
+        }
+        product[size_t(i * N + j)] = s;
+        exact[size_t(i * N + j)] = s + hv[size_t(i * N + j)];
+        slack[size_t(i * N + j)] = double(K) * std::ldexp(a, -23);
+      }
+    auto check_rounded_once = [&](const std::vector<float>& y) {
+      int64_t decided = 0, wrong = 0, twice_differs = 0;
+      for (size_t e = 0; e < y.size(); ++e) {
+        const float want = bf16_nearest(exact[e]);
+        if (bf16_nearest(exact[e] - slack[e]) != want || bf16_nearest(exact[e] + slack[e]) != want) continue;
+        ++decided;
+        wrong += y[e] != want;
+        twice_differs += bf16_nearest(double(bf16_nearest(product[e])) + hv[e]) != want;
+      }
+      CHECK(decided > int64_t(y.size()) * 9 / 10);
+      CHECK(wrong == 0);
+      CHECK(twice_differs > 0);  // the reference can tell one rounding from two
+    };
+    const std::vector<float> heuristic = ops::linear_residual(x, w, h).to_floats();
+    check_rounded_once(heuristic);
+    CHECK(bitwise_equal(h.to_floats(), hv));
+    const GemmKey key{M, N, K, K, K, N, false, true, true, true, true};
+    kernels::cuda::GemmArgs probe{M, N, K, x.raw(), K, false, w.raw(), K, true, nullptr, N, 1.0f, 1.0f, true, true};
+    const Tensor c = make_float({M, N}, hv, DType::bf16);
+    probe.C = c.raw();
+    const Tensor check = Tensor::persistent({int64_t(kernels::cuda::gemm_check_bytes(probe))}, DType::u8);
+    const kernels::cuda::GemmCandidates cands = time_gemm(ctx, probe, 8, 1, check.raw());
+    int tried = 0;
+    for (const kernels::cuda::GemmCandidate& cand : cands.candidates) {
+      if (!cand.agrees) continue;
+      INFO("candidate " << cand.config);
+      GemmAlgoConfig cfg;
+      std::copy(cand.config_values, cand.config_values + 9, cfg.begin());
+      ctx.gemm_table().set(key, cfg);
+      check_rounded_once(ops::linear_residual(x, w, h).to_floats());
+      ++tried;
+    }
+    CHECK(tried > 0);
+    ctx.gemm_table().erase(key);
+    const Tensor out = Tensor::persistent({M, N}, DType::bf16);
+    auto body = [&] { ops::copy_(out, ops::linear_residual(x, w, h)); };
+    ctx.reserve_arena(std::max(ctx.arena_bytes(), plan_program(ctx, "residual", body).arena_bytes));
+    Program p = record_program(ctx, "residual", body);
+    ops::fill_(out, NAN);
+    p.replay();
+    ctx.synchronize();
+    CHECK(bitwise_equal(out.to_floats(), heuristic));
+    CHECK(bitwise_equal(h.to_floats(), hv));
+  }
 }
 #endif

@@ -442,6 +442,34 @@ TEST_SUITE("ops") {
 }
 
 TEST_SUITE("ops") {
+  TEST_CASE("linear_residual: residual + x W^T against double sums, the values of add(residual, linear); gradients") {
+    CpuRuntime rt;
+    const int64_t B = 2, S = 3, in = 5, out = 4;
+    Tensor x = param({B, S, in}, 31), w = param({out, in}, 32), h = param({B, S, out}, 33);
+    const std::vector<float> xv = x.to_floats(), wv = w.to_floats(), hv = h.to_floats();
+    const std::vector<float> y = ops::linear_residual(x, w, h).to_floats();
+    REQUIRE(y.size() == size_t(B * S * out));
+    for (int64_t r = 0; r < B * S; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        double want = hv[size_t(r * out + o)];
+        for (int64_t k = 0; k < in; ++k) want += double(xv[size_t(r * in + k)]) * wv[size_t(o * in + k)];
+        CHECK(std::fabs(y[size_t(r * out + o)] - want) <= 1e-5 * std::max(1.0, std::fabs(want)));
+      }
+    CHECK(bitwise_equal(h.to_floats(), hv));  // the residual is read, not written
+    CHECK(bitwise_equal(y, ops::add(h, ops::linear(x, w)).to_floats()));
+    // The residual also read by another op (its gradient then sums both paths), and as a leaf.
+    Tensor p = param({B, S, out}, 34);
+    check_gradients([&] {
+      const Tensor hh = ops::scale(p, 2.0f);
+      return ops::mul(ops::linear_residual(x, w, hh), hh);
+    }, {x, w, p});
+    check_gradients([&] { return ops::linear_residual(x, w, h); }, {x, w, h});
+    CHECK_THROWS_WITH_AS(ops::linear_residual(x, w, randn({B, S, out + 1}, 35)),
+                         doctest::Contains("must have the output's shape [2,3,4]"), Error);
+    CHECK_THROWS_WITH_AS(ops::linear_residual(x, randn({out, in + 1}, 36), h),
+                         doctest::Contains("has 5 features but weight"), Error);
+  }
+
   TEST_CASE("linear_concat_rows equals linear(concat(a, b, 1)) forward and backward, batch 1 and 3") {
     CpuRuntime rt;
     for (int64_t B : {1, 3}) {

@@ -13,7 +13,7 @@ void accumulate(void* dst, bool dst_bf16, const void* src, bool src_bf16, int64_
 void copy(void* dst, const void* src, size_t bytes, void* stream);            // any memory: cudaMemcpyAsync
 void copy_on_device(void* dst, const void* src, size_t bytes, void* stream);  // both on the GPU: a kernel
 
-// gemm.cu: C[M,N] = alpha op(A) op(B) + beta C through cuBLAS, row-major, fp32 accumulation.
+// gemm.cu: C[M,N] = alpha op(A) op(B) + beta C (or + beta addend) through cuBLAS, row-major, fp32 accumulation.
 // A and B share a dtype (bf16 or f32); C is bf16 or f32.
 struct GemmArgs {
   int64_t M, N, K;
@@ -32,6 +32,9 @@ struct GemmArgs {
   const int32_t* lt_config = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // When set, the addend of beta (C's layout and dtype, not C itself): C = alpha op(A) op(B) + beta
+  // addend, summed in f32 and rounded once (cuBLASLt; without lt_config, its first heuristic pick).
+  const void* addend = nullptr;
 };
 void gemm(const GemmArgs& g, void* cublas_handle, void* stream);
 

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/common.cuh"
@@ -90,8 +91,9 @@ LtGemm::~LtGemm() {
 
 void LtGemm::run(const GemmArgs& g, const cublasLtMatmulAlgo_t& algo, void* workspace, size_t workspace_bytes,
                  cudaStream_t stream) const {
-  lt_check(cublasLtMatmul(lt_handle(), op, &g.alpha, g.B, first, g.A, second, &g.beta, g.C, c, g.C, c, &algo, workspace,
-                          workspace_bytes, stream),
+  const void* addend = g.addend ? g.addend : g.C;  // Lt's C; its D is always g.C, in the same layout
+  lt_check(cublasLtMatmul(lt_handle(), op, &g.alpha, g.B, first, g.A, second, &g.beta, addend, c, g.C, c, &algo,
+                          workspace, workspace_bytes, stream),
            "cublasLtMatmul", g);
 }
 
@@ -126,10 +128,49 @@ cublasLtMatmulAlgo_t lt_algo_from(const GemmArgs& g, const LtGemm& d, const int3
   return a;
 }
 
+namespace {
+uint32_t alignment_of(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  return a == 0 ? 256u : uint32_t(std::min<uintptr_t>(256, a & (~a + 1)));
+}
+
+// cuBLASLt's first choice for g (cublasGemmEx has no separate addend): asked with g's workspace
+// and pointer alignments, split-K only with an f32 workspace reduction (fixed order), as the
+// tuner's candidates. The same arguments give the same choice, so eager and recorded launches agree.
+cublasLtMatmulAlgo_t lt_heuristic_algo(const GemmArgs& g, const LtGemm& d) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", g);
+  const uint64_t ws = g.workspace ? g.workspace_bytes : 0;
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  const uint32_t align_b = alignment_of(g.B), align_a = alignment_of(g.A), align_c = alignment_of(g.addend),
+                 align_d = alignment_of(g.C);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, size_t n) {
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, v, n);
+  };
+  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b);  // Lt's A is our B
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
+  cublasLtMatmulHeuristicResult_t found{};
+  int returned = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), d.op, d.first, d.second, d.c, d.c, pref, 1, &found, &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  lt_check(st, "cublasLtMatmulAlgoGetHeuristic (for a GEMM with an addend)", g);
+  if (returned < 1 || found.state != CUBLAS_STATUS_SUCCESS)
+    lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic found no algorithm (for a GEMM with an addend)", g);
+  return found.algo;
+}
+}  // namespace
+
 void gemm(const GemmArgs& g, void* handle, void* stream) {
-  if (g.lt_config) {  // chosen at startup: every launch of this shape, eager or recorded, runs it
+  if (g.lt_config || g.addend) {  // lt_config: chosen at startup; every launch of this shape, eager or recorded, runs it
     const LtGemm d(g);
-    d.run(g, lt_algo_from(g, d, g.lt_config), g.workspace, g.workspace_bytes, static_cast<cudaStream_t>(stream));
+    const cublasLtMatmulAlgo_t algo = g.lt_config ? lt_algo_from(g, d, g.lt_config) : lt_heuristic_algo(g, d);
+    d.run(g, algo, g.workspace, g.workspace ? g.workspace_bytes : 0, static_cast<cudaStream_t>(stream));
     if (g.M > 0 && g.N > 0)
       mark_initialized(g.C, size_t((g.M - 1) * g.ldc + g.N) * (g.c_bf16 ? 2 : 4), static_cast<cudaStream_t>(stream));
     return;

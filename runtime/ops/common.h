@@ -80,11 +80,10 @@ void cuda_gemm(const GemmKey& key, MakeArgs make) {
   c.note_gemm(key);
   if (void* s = c.cuda_stream_for_launch()) {
     kernels::cuda::GemmArgs g = make();
-    if (const GemmAlgoConfig* chosen = c.gemm_table().find(key); chosen && !is_cublas_default(*chosen)) {
+    g.workspace = c.cublas_workspace();  // for cuBLASLt: a chosen algorithm, or a GEMM with an addend
+    g.workspace_bytes = c.cublas_workspace_bytes();
+    if (const GemmAlgoConfig* chosen = c.gemm_table().find(key); chosen && !is_cublas_default(*chosen))
       g.lt_config = chosen->data();
-      g.workspace = c.cublas_workspace();
-      g.workspace_bytes = c.cublas_workspace_bytes();
-    }
     kernels::cuda::gemm(g, c.cublas(), s);
   }
 }

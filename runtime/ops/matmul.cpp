@@ -1,4 +1,5 @@
-// matmul and linear: forward GEMM and the two backward GEMMs (dA, dB), accumulating unless fresh.
+// matmul, linear and linear_residual: forward GEMM (with the residual as its addend) and the two
+// backward GEMMs (dA, dB), accumulating unless fresh.
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
 #ifdef DFLASH_CUDA
@@ -13,22 +14,34 @@ namespace {
 // C[M,N] (+)= op(A) op(B) on the context's device, each operand starting `*_at` elements into its
 // tensor, with leading dims lda, ldb, ldc. Dtypes: f32 on the CPU; on CUDA A/B f32 or bf16
 // (same), C f32 or bf16.
+// `addend` (optional; C's shape and dtype, whole tensors, c_at 0) takes C's place as the addend:
+// C = op(A) op(B) + addend, on CUDA in the GEMM's epilogue (one rounding of the f32 sum), on the
+// CPU as the GEMM then addend + C (the values of add(addend, gemm)).
 void gemm_at(int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t a_at, int64_t lda, bool ta, const Tensor& B,
-             int64_t b_at, int64_t ldb, bool tb, const Tensor& C, int64_t c_at, int64_t ldc, float beta) {
+             int64_t b_at, int64_t ldb, bool tb, const Tensor& C, int64_t c_at, int64_t ldc, float beta,
+             const Tensor* addend = nullptr) {
   note_gemm_cost(M, N, K, ta, tb, C.dtype() == DType::bf16);
   if (on_cpu()) {
     const float* a = f32(A) + a_at;
     const float* b = f32(B) + b_at;
     float* c = f32(C) + c_at;
-    ctx().launch([=] { kernels::cpu::gemm_f32(M, N, K, a, lda, ta, b, ldb, tb, c, ldc, 1.0f, beta); });
+    ctx().launch([=] { kernels::cpu::gemm_f32(M, N, K, a, lda, ta, b, ldb, tb, c, ldc, 1.0f, addend ? 0.0f : beta); });
+    if (addend) {
+      note_io({addend, &C}, {&C});
+      const float* r = f32(*addend);
+      ctx().launch([=, n = M * N] { kernels::cpu::add_forward(r, c, c, n); });
+    }
     return;
   }
 #ifdef DFLASH_CUDA
   const bool ab16 = A.dtype() == DType::bf16, c16 = C.dtype() == DType::bf16;
+  if (addend) beta = 1.0f;
   cuda_gemm(GemmKey{M, N, K, lda, ldb, ldc, ta, tb, ab16, c16, beta != 0.0f}, [&] {
     auto at = [](const Tensor& t, int64_t elems) { return static_cast<char*>(t.raw()) + elems * dtype_size(t.dtype()); };
-    return kernels::cuda::GemmArgs{M, N, K, at(A, a_at), lda, ta, at(B, b_at), ldb, tb, at(C, c_at), ldc, 1.0f, beta,
-                                   ab16, c16};
+    kernels::cuda::GemmArgs g{M, N, K, at(A, a_at), lda, ta, at(B, b_at), ldb, tb, at(C, c_at), ldc, 1.0f, beta,
+                              ab16, c16};
+    if (addend) g.addend = addend->raw();
+    return g;
   });
 #endif
 }
@@ -39,14 +52,18 @@ void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tenso
   gemm_at(M, N, K, A, 0, ta ? M : K, ta, B, 0, tb ? K : N, tb, C, 0, N, beta);
 }
 
-// out = op(a) op(b) with a and b viewed as 2-D; the shared forward and backward of matmul/linear.
+// out = op(a) op(b) (+ residual, out's shape) with a and b viewed as 2-D; the shared forward and
+// backward of matmul, linear and linear_residual.
 Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bool tb, int64_t M, int64_t K,
-                 int64_t N, const Shape& out_shape) {
+                 int64_t N, const Shape& out_shape, const Tensor* residual = nullptr) {
   Tensor out = Tensor::empty(out_shape, a.dtype());
-  gemm(M, N, K, a, ta, b, tb, out, 0.0f);
-  if (needs_grad({&a, &b})) {
-    record_node(name, {&out}, [a, b, ta, tb, M, K, N](NodeGrads& g) {
+  gemm_at(M, N, K, a, 0, ta ? M : K, ta, b, 0, tb ? K : N, tb, out, 0, N, 0.0f, residual);
+  const Tensor none;
+  const Tensor& r = residual ? *residual : none;
+  if (needs_grad({&a, &b, &r})) {
+    record_node(name, {&out}, [a, b, r = grad_key(r), ta, tb, M, K, N](NodeGrads& g) {
       Tensor dc = g.out(0);
+      if (!dc.defined()) return;
       // dB first: it is a's last reader here, so a fresh dA (written with beta 0, no zero fill)
       // may then take a's own buffer when nothing else holds a, e.g. the down projection's T x I
       // input, one buffer less at the peak of a drafter layer's backward.
@@ -61,6 +78,8 @@ Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bo
         if (!ta) gemm(M, K, N, dc, false, b, !tb, da, beta);   // dA = dC op(B)^T
         else gemm(K, M, N, b, tb, dc, true, da, beta);          // dA = op(B) dC^T
       }
+      // Last, once the GEMMs have read it: dC is the residual's gradient as it is (no copy).
+      if (r.defined() && r.requires_grad()) g.pass(r, dc);
     });
   }
   return out;
@@ -106,6 +125,27 @@ Tensor linear(const Tensor& x, const Tensor& weight) {
   Shape out_shape = x.shape();
   out_shape.d[out_shape.ndim - 1] = out;
   return matmul_2d("linear", x, weight, false, true, rows, in, out, out_shape);
+}
+
+Tensor linear_residual(const Tensor& x, const Tensor& weight, const Tensor& residual) {
+  OpScope op("linear_residual");
+  check_same_device("linear_residual", {&x, &weight, &residual});
+  check_ndim("linear_residual", weight, 2, "weight");
+  check_float("linear_residual", x, "x");
+  DF_CHECK(x.dtype() == weight.dtype() && x.dtype() == residual.dtype(),
+           "linear_residual: x " << x.describe() << ", weight " << weight.describe() << " and residual "
+                                 << residual.describe() << " must share one dtype");
+  DF_CHECK(x.ndim() >= 1 && x.shape().last() == weight.dim(1),
+           "linear_residual: x " << x.describe() << " has " << x.shape().last() << " features but weight "
+                                 << weight.describe() << " expects " << weight.dim(1)
+                                 << " (weights are [out, in] like torch Linear)");
+  int64_t rows = x.shape().rows(), in = weight.dim(1), out = weight.dim(0);
+  Shape out_shape = x.shape();
+  out_shape.d[out_shape.ndim - 1] = out;
+  DF_CHECK(residual.shape() == out_shape,
+           "linear_residual: residual " << residual.describe() << " must have the output's shape " << out_shape.str()
+                                        << " (x " << x.describe() << " through weight " << weight.describe() << ")");
+  return matmul_2d("linear_residual", x, weight, false, true, rows, in, out, out_shape, &residual);
 }
 
 Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight) {
