@@ -165,10 +165,9 @@ class WeightFiles {
   std::map<std::string, const SafeTensors*> where_;
 };
 
-// DFLASH_TARGET_FUSION=off runs the unfused ops instead of the residual adds in the GEMMs'
-// epilogues, rmsnorm_rope and the packed gate/up GEMM with swiglu_halves (an A/B knob for
-// benchmarks: the q/k norms give the same values either way; an epilogue's add rounds once instead
-// of twice; the one GEMM may round differently from two). Read once for each forward built.
+// DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm, rmsnorm_rope and the packed
+// gate/up GEMM with swiglu_halves (an A/B knob for benchmarks: the norms give the same values either
+// way; the one GEMM may round differently from two). Read once for each forward built.
 bool target_fusion_on() {
   const char* env = std::getenv("DFLASH_TARGET_FUSION");
   if (!env || !*env) return true;
@@ -278,11 +277,10 @@ Tensor Target::positions(int64_t B, int64_t S) const {
 
 // HF's Qwen3/Llama decoder layer: pre-norm attention (per-head q/k norm for Qwen3, rope, causal
 // GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual. x is
-// rmsnorm(h, p.input_norm); x_next is the output normed by `next_norm` (the next layer's input
-// norm, or the final norm) when given. Fused (unless !fuse): each residual add runs in the epilogue
-// of the GEMM before it (on CUDA the f32 sum rounded once to bf16, not the bf16 product and then
-// the bf16 sum: within a rounding of HF's values), the q/k norms with rope (the unfused ops'
-// values), and gate_proj and up_proj as one GEMM over their packed weight.
+// rmsnorm(h, p.input_norm). Each residual add runs fused with the RMSNorm after it (the next
+// layer's input norm, or the final norm, when `next_norm` is given) and the q/k norms with rope:
+// the same values as the unfused ops, each activation read once less; and gate_proj and up_proj
+// run as one GEMM over their packed weight (unfused when !fuse).
 Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
                                        const Tensor* next_norm, bool fuse) const {
   const TargetSpec& s = spec_;
@@ -290,6 +288,7 @@ Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Te
   const int64_t hd = s.head_dim;
   const float eps = float(s.rms_norm_eps);
   auto add_norm = [&](const Tensor& a, const Tensor& b, const Tensor* w) {  // a + b, and it normed by *w
+    if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);
     Tensor sum = ops::add(a, b);
     return ops::AddRmsnorm{sum, w ? ops::rmsnorm(sum, *w, eps) : Tensor()};
   };
@@ -310,15 +309,11 @@ Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Te
   }
   const float scale = float(1.0 / std::sqrt(double(hd)));
   Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)
-  if (fuse) {  // the residual adds in the o and down projections' epilogues
-    const Tensor h1 = ops::linear_residual(a, p.o, h);                                       // (B, S, H)
-    const Tensor act = ops::swiglu_halves(ops::linear(ops::rmsnorm(h1, p.post_norm, eps), p.gate_up));  // (B, S, I)
-    const Tensor out = ops::linear_residual(act, p.down, h1);                                // (B, S, H)
-    return {out, next_norm ? ops::rmsnorm(out, *next_norm, eps) : Tensor()};
-  }
-  ops::AddRmsnorm r = add_norm(h, ops::linear(a, p.o), &p.post_norm);  // (B, S, H) each
-  const Tensor act = ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up));
-  ops::AddRmsnorm out = add_norm(r.sum, ops::linear(act, p.down), next_norm);
+  ops::AddRmsnorm r = add_norm(h, ops::linear(a, p.o), &p.post_norm);         // (B, S, H) each
+  const Tensor act = fuse ? ops::swiglu_halves(ops::linear(r.normed, p.gate_up))  // (B, S, 2I) -> (B, S, I)
+                          : ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up));
+  Tensor mlp = ops::linear(act, p.down);
+  ops::AddRmsnorm out = add_norm(r.sum, mlp, next_norm);
   return {out.sum, out.normed};
 }
 

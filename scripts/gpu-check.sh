@@ -2,7 +2,7 @@
 # On a GPU host (the H200 machine): builds with CUDA and runs the named steps (default: all but
 # the sanitizers and the anchors), each logged to $OUT/<step>.log (or ./gpu-out), then a summary.
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
-# Steps: build, build-base (the tree of AB_BASE=<commit> scripts/gpu-prepare.sh, for A/B in one call),
+# Steps: build, build-base (dflash-bench from the tree of AB_BASE=<commit> scripts/gpu-prepare.sh, for A/B in one call),
 # norms-ab and profile-online-ab (the target's forward, the online step and its table: build-base
 # against build), step-ab (the drafter step at 4096:512 and 1024:128, build-base against build), tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
 # sanitize-fused (the target's fused norm kernels under the four tools),
@@ -93,7 +93,7 @@ for s in "${steps[@]}"; do
         exit 1; }; echo \"base \$(cat .deps/base-commit)\"; rm -rf /tmp/base-tree && mkdir -p /tmp/base-tree && \
         tar --exclude=./build --exclude=./build-base -cf - . | tar -xf - -C /tmp/base-tree && \
         cp -r .deps/base/. /tmp/base-tree/ && cmake -S /tmp/base-tree -B build-base -G Ninja \
-        -DCMAKE_BUILD_TYPE=Release && cmake --build build-base -j 16" ;;
+        -DCMAKE_BUILD_TYPE=Release && cmake --build build-base -j 16 --target dflash-bench" ;;
     norms-ab)  # this tree against build-base: the target's forward at 4096 and the online step (--arena-gb=7),
       # interleaved base, new, base, new
       step norms-ab timeout 590 bash -c "for b in build-base build build-base build; do echo \"== \$b\"; \

@@ -289,17 +289,17 @@ mutant "eval progress: a bucket's last partial micro-batch left out of the total
   'for (size_t b = 0; b < buckets.size(); ++b) total += (int64_t(rows[b].size()) + buckets[b].batch - 1) / buckets[b].batch;' \
   'for (size_t b = 0; b < buckets.size(); ++b) total += int64_t(rows[b].size()) / buckets[b].batch;'
 
-# --- The target's fused norms (issue 7, 2026-12-01) and the residual adds in GEMM epilogues
-# (2026-12-02): wiring of the fused ops ---
+# --- The target's fused norms (issue 7, 2026-12-01) and the drafter's residual adds in GEMM
+# epilogues (2026-12-02): wiring of the fused ops ---
 mutant "rmsnorm_rope: q rotated as if it had k's head count" "-tc=*rmsnorm_rope?gives*" \
   'kernels::cpu::rope_forward(pyq, pp, pf, pyq, rows, hq, hd);' \
   'kernels::cpu::rope_forward(pyq, pp, pf, pyq, rows, hk, hd);'
 mutant "rmsnorm_rope: k normed with q's weight" "-tc=*rmsnorm_rope?gives*" \
   'kernels::cpu::rmsnorm_forward(pk, pwk, pyk, nullptr, rows * hk, hd, eps);' \
   'kernels::cpu::rmsnorm_forward(pk, pwq, pyk, nullptr, rows * hk, hd, eps);'
-mutant "target: the MLP's residual add in the down projection takes the layer's input, not h1" "-ts=target*" \
-  'const Tensor out = ops::linear_residual(act, p.down, h1);' \
-  'const Tensor out = ops::linear_residual(act, p.down, h);'
+mutant "target: the fused residual add drops its first operand" "-ts=target*" \
+  'if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);' \
+  'if (fuse && w) return ops::add_rmsnorm(b, b, *w, eps);'
 mutant "drafter: the attention's residual add in the o projection takes the normed input" "-ts=drafter" \
   'nh * hd}), p.get(P(l, "self_attn.o_proj.weight")), h);' \
   'nh * hd}), p.get(P(l, "self_attn.o_proj.weight")), x);'
