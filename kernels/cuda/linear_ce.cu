@@ -4,8 +4,6 @@
 // dlogits, written over the logits) or dlogits (backward when the lm_head needs its gradient,
 // followed by the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order.
 #include <cmath>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -28,40 +26,11 @@ struct SoftmaxState {
 // (this also keeps a NaN sum, and avoids -inf - -inf).
 __device__ __forceinline__ float rescale(float m, float s, float M) { return m == M ? s : s * expf(m - M); }
 
-constexpr int kClusterThreads = 1024;
-constexpr int kClusterWarps = kClusterThreads / 32;
-constexpr int kMaxHalfRowBytes = 200 * 1024;  // of the 227 KB a CTA may have
-
-// The CTA's rank in its cluster, and a cluster-wide barrier (every thread of both CTAs; release
-// and acquire order the shared-memory writes before it with the reads after it).
-__device__ __forceinline__ unsigned cluster_ctarank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
 // Commutative, so the butterfly leaves identical bits in every lane; ties take the lower index.
 __device__ __forceinline__ SoftmaxState combine(SoftmaxState a, SoftmaxState b) {
   float M = a.m > b.m ? a.m : b.m;
   int64_t best = a.m > b.m ? a.best : b.m > a.m ? b.best : (a.best < b.best ? a.best : b.best);
   return {M, rescale(a.m, a.s, M) + rescale(b.m, b.s, M), best};
-}
-
-// The state at `local` in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ SoftmaxState load_cluster_state(const SoftmaxState* local, unsigned rank) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(local));
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
-  SoftmaxState s;
-  long long best;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(s.m) : "r"(remote) : "memory");
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(s.s) : "r"(remote + 4u) : "memory");
-  asm volatile("ld.shared::cluster.s64 %0, [%1];\n" : "=l"(best) : "r"(remote + 8u) : "memory");
-  s.best = best;
-  return s;
 }
 
 // logits (c, V) of T; one block per row r of the chunk; lse, ce, argmax (c).
@@ -148,105 +117,6 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
   }
 }
 
-// Training rows of bf16 logits read once: a cluster of two CTAs per row (rank k owns packs
-// [k * half, (k + 1) * half) of the row), each staging its half in shared memory as it scans it,
-// so the second pass reads shared memory instead of the logits again (a chunk of 1024 rows of
-// 151936 is 311 MB, far more than L2: the two-pass kernel reads it from DRAM twice). Per CTA the
-// scan, butterfly and warp order of ce_rows_forward_kernel over its own packs; the halves' states
-// are combined (rank 0's first; combine commutes) through distributed shared memory. Same
-// semantics as that kernel; the sums run in another order, so lse's bits may differ from it.
-// dlogits may alias logits: x[0] and x[label] are read, and every pack staged, before the cluster
-// barrier that precedes the first write.
-template <int N, class T>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kClusterThreads, 1)
-    ce_rows_train_cluster_kernel(const T* logits, const int32_t* labels, const float* weights, int64_t V,
-                                 int64_t half, float* lse, float* ce, int32_t* argmax, T* dlogits) {
-  using Pack = Vec<T, N>;
-  extern __shared__ Pack staged[];  // this CTA's packs of the row
-  __shared__ SoftmaxState sh[kClusterWarps];
-  __shared__ SoftmaxState s_half;  // this CTA's state, read by the other CTA
-  __shared__ float s_x0, s_xlabel;
-  const unsigned rank = cluster_ctarank();
-  const int64_t r = blockIdx.x / 2, packs = V / N;
-  const int64_t p0 = int64_t(rank) * half, p1 = p0 + half < packs ? p0 + half : packs;
-  const T* x = logits + r * V;
-  const int32_t label = labels[r];
-  SoftmaxState st{-INFINITY, 0.0f, V};
-#pragma unroll 4  // several packs' loads in flight
-  for (int64_t p = p0 + threadIdx.x; p < p1; p += kClusterThreads) {
-    const Pack v = reinterpret_cast<const Pack*>(x)[p];
-    staged[p - p0] = v;
-    float xs[N];
-    float pack_max = -INFINITY;
-    int pack_best = -1;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      xs[k] = to_float(v.v[k]);
-      if (xs[k] > pack_max) pack_max = xs[k], pack_best = k;
-    }
-    if (pack_max > st.m) {
-      st.s *= expf(st.m - pack_max);
-      st.m = pack_max;
-      st.best = p * N + pack_best;
-    }
-    float pack_sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k)
-      if (xs[k] != -INFINITY) pack_sum += expf(xs[k] - st.m);
-    st.s += pack_sum;
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    SoftmaxState other{__shfl_xor_sync(0xffffffffu, st.m, o), __shfl_xor_sync(0xffffffffu, st.s, o),
-                       __shfl_xor_sync(0xffffffffu, st.best, o)};
-    st = combine(st, other);
-  }
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = st;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    st = sh[0];
-    for (int w = 1; w < kClusterWarps; ++w) st = combine(st, sh[w]);
-    s_half = st;
-    s_x0 = to_float(x[0]);
-    s_xlabel = label >= 0 && int64_t(label) < V ? to_float(x[label]) : 0.0f;
-  }
-  cluster_sync();  // both halves' states are there; nothing is written yet
-  if (threadIdx.x == 0) {
-    const SoftmaxState other = load_cluster_state(&s_half, rank ^ 1u);
-    st = rank == 0 ? combine(s_half, other) : combine(other, s_half);
-    if (isnan(s_x0) || st.best == V) st.best = 0;
-    const float row_lse = st.m + logf(st.s);
-    if (rank == 0) {
-      lse[r] = row_lse;
-      ce[r] = label == kIgnoredLabel ? 0.0f : (label >= 0 && int64_t(label) < V) ? row_lse - s_xlabel : NAN;
-      argmax[r] = int32_t(st.best);
-    }
-    sh[0].m = row_lse;
-  }
-  cluster_sync();  // the other CTA's state was read: either CTA may now finish and leave
-  const float row_lse = sh[0].m;
-  T* d = dlogits + r * V;
-  const float w = weights[r];
-  const bool zero_or_bad = w == 0.0f || label == kIgnoredLabel || label < 0 || int64_t(label) >= V;
-  const float fill = (w == 0.0f || label == kIgnoredLabel) ? 0.0f : NAN;
-#pragma unroll 4
-  for (int64_t p = p0 + threadIdx.x; p < p1; p += kClusterThreads) {
-    Pack out;
-    if (zero_or_bad) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(fill);
-    } else {
-      const Pack v = staged[p - p0];
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        float g = w * expf(to_float(v.v[k]) - row_lse);
-        if (p * N + k == label) g -= w;
-        out.v[k] = from_float<T>(g);
-      }
-    }
-    reinterpret_cast<Pack*>(d)[p] = out;
-  }
-}
-
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r]), each chunk's sum in double:
 // the CPU's formula, so the loss depends only on the chunk size.
 __global__ void ce_loss_kernel(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss) {
@@ -314,19 +184,6 @@ void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const
   };
   // 16-byte loads and stores where every row starts aligned.
   const bool packs = aligned16(logits) && (!dlogits || aligned16(dlogits));
-  if (dlogits && packs && ce_rows_forward_reads_once(bf16, V)) {  // training, bf16: the logits read once
-    const int64_t half = (V / 8 + 1) / 2;
-    const int smem = int(half * 16);
-    auto* kernel = ce_rows_train_cluster_kernel<8, bf16_t>;
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess)
-      throw std::runtime_error(std::string("ce_rows_forward: cudaFuncSetAttribute failed: ") + cudaGetErrorString(e));
-    kernel<<<unsigned(2 * n), kClusterThreads, size_t(smem), s>>>(static_cast<const bf16_t*>(logits), labels, weights,
-                                                                  V, half, lse, ce, argmax,
-                                                                  static_cast<bf16_t*>(dlogits));
-    check_launch("ce_rows_forward (training, clusters)");
-    return;
-  }
   if (bf16) {
     auto* x = static_cast<const bf16_t*>(logits);
     V % 8 == 0 && packs ? launch(std::integral_constant<int, 8>{}, x)
@@ -337,10 +194,6 @@ void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const
                                     : launch(std::integral_constant<int, 1>{}, x);
   }
   check_launch("ce_rows_forward");
-}
-
-bool ce_rows_forward_reads_once(bool bf16, int64_t V) {
-  return bf16 && V % 8 == 0 && (V / 8 + 1) / 2 * 16 <= kMaxHalfRowBytes;
 }
 
 void ce_loss(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss, void* stream) {
