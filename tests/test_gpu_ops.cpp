@@ -191,8 +191,10 @@ TEST_SUITE("gpu-ops") {
       int64_t R, H, V, chunk;
       bool train_weight;
     };
+    // Wide rows with a frozen lm_head (training writes dlogits over the logits): many packs a
+    // thread at 40000, and the qwen3 vocabulary, 151936.
     for (Case c : {Case{37, 16, 50, 8, false}, Case{5, 16, 320, 64, true}, Case{37, 8, 50, 1, true},
-                   Case{64, 12, 321, 16, true}}) {
+                   Case{64, 12, 321, 16, true}, Case{9, 8, 40000, 4, false}, Case{6, 16, 151936, 4, false}}) {
       INFO("R " << c.R << " H " << c.H << " V " << c.V << " chunk " << c.chunk);
       auto [labels, w] = ce_batch(c.R, c.V, 3);
       for (Role role : {Role::trainable, Role::nonleaf}) {
@@ -214,30 +216,34 @@ TEST_SUITE("gpu-ops") {
   TEST_CASE("linear_cross_entropy on CUDA: first maximum on exact ties, NaN for labels outside [-1, V)") {
     REQUIRE_GPU();
     Backends be;
-    // Small integers make every logit exact in f32 and bf16, whatever the summation order.
-    const int64_t R = 40, H = 3, V = 9;
-    std::mt19937_64 rng(5);
-    std::vector<float> hv(size_t(R * H)), wv(size_t(V * H));
-    for (float& x : hv) x = float(int(rng() % 5) - 2);
-    for (float& x : wv) x = float(int(rng() % 3) - 1);
-    for (int64_t k = 0; k < H; ++k) hv[size_t(k)] = 0.0f;  // row 0: every logit 0, argmax 0
-    std::vector<int32_t> labels(size_t(R), 0);
-    labels[1] = int32_t(V);
-    labels[2] = -2;
-    std::vector<In> in{{{R, H}, Role::trainable, hv, {}}, {{V, H}, Role::frozen, wv, {}}, ints({R}, labels),
-                       f32c({R}, std::vector<float>(size_t(R), 1.0f / R))};
-    for (DType dt : {DType::f32, DType::bf16}) {
-      INFO("dtype " << std::string(dtype_name(dt)));
-      Result g = run(be.gpu, dt, in, ce_fn(7)), cpu = run(be.cpu, dt, in, ce_fn(7));
-      CHECK(g.outs[2] == cpu.outs[2]);
-      CHECK(g.outs[2][0] == 0.0f);
-      CHECK(std::isnan(g.outs[0][0]));
-      for (int64_t r = 0; r < R; ++r) {
-        INFO("row " << r);
-        bool bad = r == 1 || r == 2;
-        CHECK(std::isnan(g.outs[1][size_t(r)]) == bad);
-        if (!bad) CHECK(g.outs[1][size_t(r)] == doctest::Approx(cpu.outs[1][size_t(r)]).epsilon(1e-6));
-        for (int64_t k = 0; k < H; ++k) CHECK(std::isnan(g.grads[0][size_t(r * H + k)]) == bad);
+    // Small integers make every logit exact in f32 and bf16, whatever the summation order. V = 9:
+    // one logit at a time; V = 24: packs (of 8 bf16, 4 f32), ties between packs.
+    for (const int64_t V : {9, 24}) {
+      INFO("V " << V);
+      const int64_t R = 40, H = 3;
+      std::mt19937_64 rng(5);
+      std::vector<float> hv(size_t(R * H)), wv(size_t(V * H));
+      for (float& x : hv) x = float(int(rng() % 5) - 2);
+      for (float& x : wv) x = float(int(rng() % 3) - 1);
+      for (int64_t k = 0; k < H; ++k) hv[size_t(k)] = 0.0f;  // row 0: every logit 0, argmax 0
+      std::vector<int32_t> labels(size_t(R), 0);
+      labels[1] = int32_t(V);
+      labels[2] = -2;
+      std::vector<In> in{{{R, H}, Role::trainable, hv, {}}, {{V, H}, Role::frozen, wv, {}}, ints({R}, labels),
+                         f32c({R}, std::vector<float>(size_t(R), 1.0f / R))};
+      for (DType dt : {DType::f32, DType::bf16}) {
+        INFO("dtype " << std::string(dtype_name(dt)));
+        Result g = run(be.gpu, dt, in, ce_fn(7)), cpu = run(be.cpu, dt, in, ce_fn(7));
+        CHECK(g.outs[2] == cpu.outs[2]);
+        CHECK(g.outs[2][0] == 0.0f);
+        CHECK(std::isnan(g.outs[0][0]));
+        for (int64_t r = 0; r < R; ++r) {
+          INFO("row " << r);
+          bool bad = r == 1 || r == 2;
+          CHECK(std::isnan(g.outs[1][size_t(r)]) == bad);
+          if (!bad) CHECK(g.outs[1][size_t(r)] == doctest::Approx(cpu.outs[1][size_t(r)]).epsilon(1e-6));
+          for (int64_t k = 0; k < H; ++k) CHECK(std::isnan(g.grads[0][size_t(r * H + k)]) == bad);
+        }
       }
     }
   }
