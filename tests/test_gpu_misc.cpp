@@ -303,7 +303,8 @@ TEST_SUITE("gpu-misc") {
   TEST_CASE("dflash_metrics: CUDA equals CPU bit for bit and is deterministic") {
     REQUIRE_GPU();
     Backends be;
-    for (auto [B, S, N, bs] : {std::array<int64_t, 4>{3, 40, 5, 4}, {4, 600, 75, 16}, {2, 50, 1, 8}})
+    // Elements B * N * bs: 60, 4800 (tiles of 2048 and a partial one), 16, and 8192 (4096:512's).
+    for (auto [B, S, N, bs] : {std::array<int64_t, 4>{3, 40, 5, 4}, {4, 600, 75, 16}, {2, 50, 1, 8}, {1, 4096, 512, 16}})
       for (double gamma : {0.0, 4.0}) {
         INFO("B " << B << " N " << N << " bs " << bs << " gamma " << gamma);
         const Batch b = random_batch(B, S, N, bs, uint64_t(7 * S + bs));

@@ -51,10 +51,14 @@ __global__ void prepare_kernel(const int32_t* input_ids, const int32_t* loss_mas
 
 // One block of kThreads. Counts: each thread takes whole blocks (b, a) and scans their slots in
 // order (exact integers, so any split gives the same totals). Float sums: threads 0, 32 and 64
-// (one per warp) each add one sum in double over every element in index order, like the CPU.
+// (one per warp) each add one sum in double over every element in index order, like the CPU,
+// from tiles of kMetricsTile elements that the whole block first stages in shared memory (the
+// chains then wait on shared loads only, not on one global load after another).
+constexpr int kMetricsTile = 2048;
 __global__ void metrics_kernel(const float* ce, const int32_t* argmax, const int32_t* labels, const float* w,
                                const float* lw, const int32_t* keep, int64_t B, int64_t N, int64_t bs, float* out) {
   __shared__ long long sh[kThreads / 32];
+  __shared__ float s_lw[kMetricsTile], s_ce[kMetricsTile], s_w[kMetricsTile];
   long long hits = 0, slots = 0, tau = 0, kept = 0;
   for (int64_t blk = threadIdx.x; blk < B * N; blk += kThreads) {
     const int64_t base = blk * bs;
@@ -80,25 +84,37 @@ __global__ void metrics_kernel(const float* ce, const int32_t* argmax, const int
   tau = block_sum<kThreads>(tau, sh);
   kept = block_sum<kThreads>(kept, sh);
   const int64_t n = B * N * bs;
-  if (threadIdx.x == 0) {
-    double sum_lw_ce = 0;
+  double sum = 0;  // thread 0: lw * ce; thread 32: lw; thread 64: w
+  for (int64_t t0 = 0; t0 < n; t0 += kMetricsTile) {
+    const int len = int(n - t0 < kMetricsTile ? n - t0 : kMetricsTile);
+    __syncthreads();  // the previous tile's chains are done with it
+    for (int j = threadIdx.x; j < len; j += kThreads) {
+      s_lw[j] = lw[t0 + j];
+      s_ce[j] = ce[t0 + j];
+      s_w[j] = w[t0 + j];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
 #pragma unroll 8
-    for (int64_t i = 0; i < n; ++i) sum_lw_ce += double(lw[i]) * ce[i];
-    out[0] = float(sum_lw_ce);
+      for (int j = 0; j < len; ++j) sum += double(s_lw[j]) * s_ce[j];
+    } else if (threadIdx.x == 32) {
+#pragma unroll 8
+      for (int j = 0; j < len; ++j) sum += s_lw[j];
+    } else if (threadIdx.x == 64) {
+#pragma unroll 8
+      for (int j = 0; j < len; ++j) sum += s_w[j];
+    }
+  }
+  if (threadIdx.x == 0) {
+    out[0] = float(sum);
     out[2] = float(double(hits));
     out[4] = float(double(tau));
     out[5] = float(double(kept));
     out[6] = float(double(slots));
   } else if (threadIdx.x == 32) {
-    double sum_lw = 0;
-#pragma unroll 8
-    for (int64_t i = 0; i < n; ++i) sum_lw += lw[i];
-    out[1] = float(sum_lw);
+    out[1] = float(sum);
   } else if (threadIdx.x == 64) {
-    double sum_w = 0;
-#pragma unroll 8
-    for (int64_t i = 0; i < n; ++i) sum_w += w[i];
-    out[3] = float(sum_w);
+    out[3] = float(sum);
   }
 }
 }  // namespace
