@@ -166,8 +166,8 @@ class WeightFiles {
 };
 
 // DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm, rmsnorm_rope and the packed
-// q/k/v and gate/up GEMMs (an A/B knob for benchmarks: the norms give the same values either way;
-// one GEMM may round differently from several). Read once for each forward built.
+// gate/up GEMM with swiglu_halves (an A/B knob for benchmarks: the norms give the same values either
+// way; the one GEMM may round differently from two). Read once for each forward built.
 bool target_fusion_on() {
   const char* env = std::getenv("DFLASH_TARGET_FUSION");
   if (!env || !*env) return true;
@@ -225,14 +225,9 @@ void Target::build(const std::string& what, const Loader& load_into) {
     Layer& p = layers_[size_t(l)];
     p.input_norm = load(layer_key(l, "input_layernorm.weight"), {H});
     p.post_norm = load(layer_key(l, "post_attention_layernorm.weight"), {H});
-    // q_proj, k_proj and v_proj packed as the rows of one weight, so one GEMM makes all three.
-    p.qkv = Tensor::persistent({q_out + 2 * kv_out, H}, dt, layer_key(l, "self_attn.qkv_proj.weight"));
-    p.q = p.qkv.rows(0, q_out);
-    p.k = p.qkv.rows(q_out, q_out + kv_out);
-    p.v = p.qkv.rows(q_out + kv_out, q_out + 2 * kv_out);
-    load_into(layer_key(l, "self_attn.q_proj.weight"), p.q);
-    load_into(layer_key(l, "self_attn.k_proj.weight"), p.k);
-    load_into(layer_key(l, "self_attn.v_proj.weight"), p.v);
+    p.q = load(layer_key(l, "self_attn.q_proj.weight"), {q_out, H});
+    p.k = load(layer_key(l, "self_attn.k_proj.weight"), {kv_out, H});
+    p.v = load(layer_key(l, "self_attn.v_proj.weight"), {kv_out, H});
     p.o = load(layer_key(l, "self_attn.o_proj.weight"), {H, q_out});
     if (s.has_qk_norm()) {
       p.q_norm = load(layer_key(l, "self_attn.q_norm.weight"), {hd});
@@ -284,9 +279,8 @@ Tensor Target::positions(int64_t B, int64_t S) const {
 // GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual. x is
 // rmsnorm(h, p.input_norm). Each residual add runs fused with the RMSNorm after it (the next
 // layer's input norm, or the final norm, when `next_norm` is given) and the q/k norms with rope:
-// the same values as the unfused ops, each activation read once less; q_proj, k_proj and v_proj
-// run as one GEMM over their packed weight (Qwen3, where the norms with rope then take the packed
-// rows apart), and so do gate_proj and up_proj (unfused when !fuse).
+// the same values as the unfused ops, each activation read once less; and gate_proj and up_proj
+// run as one GEMM over their packed weight (unfused when !fuse).
 Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
                                        const Tensor* next_norm, bool fuse) const {
   const TargetSpec& s = spec_;
@@ -298,29 +292,20 @@ Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Te
     Tensor sum = ops::add(a, b);
     return ops::AddRmsnorm{sum, w ? ops::rmsnorm(sum, *w, eps) : Tensor()};
   };
-  Tensor q, k, v;  // (B, S, nh, hd), (B, S, nkv, hd) x2
-  if (s.has_qk_norm() && fuse && ops::rmsnorm_rope_packed_supported(Context::current().device(), x.dtype(), hd)) {
-    const ops::RopedQKV r = ops::rmsnorm_rope_packed(ops::linear(x, p.qkv), nh, nkv, p.q_norm, p.k_norm, pos, inv_freq_,
-                                                     eps);
-    q = r.q;
-    k = r.k;
-    v = r.v;
+  Tensor q = ops::linear(x, p.q).reshape({B, S, nh, hd});   // (B, S, nh, hd)
+  Tensor k = ops::linear(x, p.k).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
+  Tensor v = ops::linear(x, p.v).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
+  if (s.has_qk_norm() && fuse) {
+    ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, inv_freq_, eps);
+    q = qk.q;
+    k = qk.k;
   } else {
-    q = ops::linear(x, p.q).reshape({B, S, nh, hd});
-    k = ops::linear(x, p.k).reshape({B, S, nkv, hd});
-    v = ops::linear(x, p.v).reshape({B, S, nkv, hd});
-    if (s.has_qk_norm() && fuse) {
-      ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, inv_freq_, eps);
-      q = qk.q;
-      k = qk.k;
-    } else {
-      if (s.has_qk_norm()) {
-        q = ops::rmsnorm(q, p.q_norm, eps);
-        k = ops::rmsnorm(k, p.k_norm, eps);
-      }
-      q = ops::rope(q, pos, inv_freq_);
-      k = ops::rope(k, pos, inv_freq_);
+    if (s.has_qk_norm()) {
+      q = ops::rmsnorm(q, p.q_norm, eps);
+      k = ops::rmsnorm(k, p.k_norm, eps);
     }
+    q = ops::rope(q, pos, inv_freq_);
+    k = ops::rope(k, pos, inv_freq_);
   }
   const float scale = float(1.0 / std::sqrt(double(hd)));
   Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)

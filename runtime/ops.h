@@ -58,16 +58,6 @@ struct RopedQK {
 };
 RopedQK rmsnorm_rope(const Tensor& q, const Tensor& k, const Tensor& q_weight, const Tensor& k_weight,
                      const Tensor& positions, const Tensor& inv_freq, float eps);
-// rmsnorm_rope from one packed projection qkv [..., (hq + 2 hk) * hd]: q's heads, then k's, then
-// v's (linear over the stacked rows of q_proj, k_proj and v_proj), also giving v's heads [..., hk,
-// hd] as they are. The values of rmsnorm_rope on the q and k heads. On CUDA one kernel, for the
-// head dims rmsnorm_rope_packed_supported accepts (the CPU takes any).
-struct RopedQKV {
-  Tensor q, k, v;
-};
-RopedQKV rmsnorm_rope_packed(const Tensor& qkv, int64_t hq, int64_t hk, const Tensor& q_weight, const Tensor& k_weight,
-                             const Tensor& positions, const Tensor& inv_freq, float eps);
-bool rmsnorm_rope_packed_supported(const Device& device, DType dtype, int64_t hd);
 // silu(gate) * up, same shapes.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // gu [..., 2I] -> [..., I]: swiglu of its halves, gate = gu[..., :I], up = gu[..., I:] (the output

@@ -309,12 +309,6 @@ mutant "linear_residual: the residual gets no gradient" "-tc=linear_residual:*" 
 mutant "linear_residual on the CPU: the residual not added" "-tc=linear_residual:*" \
   'ctx().launch([=, n = M * N] { kernels::cpu::add_forward(r, c, c, n); });' \
   '(void)r;'
-mutant "target: v_proj loaded into the packed weight's k rows" "-ts=target*" \
-  'load_into(layer_key(l, "self_attn.k_proj.weight"), p.k);' \
-  'load_into(layer_key(l, "self_attn.v_proj.weight"), p.k);'
-mutant "rmsnorm_rope_packed: k taken from v's heads of the packed rows" "-tc=*rmsnorm_rope_packed?gives*" \
-  'std::copy(x + hq * hd, x + (hq + hk) * hd, pyk + r * hk * hd);' \
-  'std::copy(x + (hq + hk) * hd, x + width, pyk + r * hk * hd);'
 mutant "swiglu_halves: the halves swapped (silu of up, times gate)" "-tc=*swiglu_halves?gives*" \
   'kernels::cpu::swiglu_forward(pg + 2 * I * r, pg + 2 * I * r + I, py + I * r, I);' \
   'kernels::cpu::swiglu_forward(pg + 2 * I * r + I, pg + 2 * I * r, py + I * r, I);'

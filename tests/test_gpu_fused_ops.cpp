@@ -67,27 +67,7 @@ TEST_SUITE("gpu-ops") {
                          In{{c.hd}, Role::frozen, wq, {}},
                          In{{c.hd}, Role::frozen, wk, {}},
                          ints({c.B, c.L}, pos),
-                         f32c({c.hd / 2}, inv_freq(c.hd)),
-                         rnd(Role::frozen, {c.B, c.L, c.hk, c.hd}, 49)};
-      // From one packed projection (q's heads, k's, v's: concat over heads): the q and k bits of
-      // rmsnorm_rope, v's heads as they are; where the one kernel takes the head dim.
-      const OpFn packed = [c](auto& a) {
-        const Tensor qkv = ops::concat(ops::concat(a[0], a[1], 2), a[6], 2).reshape({c.B, c.L, (c.hq + 2 * c.hk) * c.hd});
-        ops::RopedQKV r = ops::rmsnorm_rope_packed(qkv, c.hq, c.hk, a[2], a[3], a[4], a[5], 1e-6f);
-        return std::vector<Tensor>{r.q, r.k, r.v};
-      };
-      const OpFn separate = [](auto& a) {
-        ops::RopedQK r = ops::rmsnorm_rope(a[0], a[1], a[2], a[3], a[4], a[5], 1e-6f);
-        return std::vector<Tensor>{r.q, r.k, a[6]};
-      };
-      for (DType dt : {DType::f32, DType::bf16}) {
-        if (!ops::rmsnorm_rope_packed_supported(Device::cuda(0), dt, c.hd)) continue;
-        INFO("packed, dtype " << std::string(dtype_name(dt)));
-        const Result a = run(be.gpu, dt, in, packed), b = run(be.gpu, dt, in, separate);
-        REQUIRE(a.outs.size() == 3);
-        for (size_t k = 0; k < 3; ++k) CHECK(bitwise_equal(a.outs[k], b.outs[k]));
-        check_close(a, run(be.cpu, dt, in, packed), tolerance(dt));
-      }
+                         f32c({c.hd / 2}, inv_freq(c.hd))};
       same_bits(
           in,
           [](auto& a) {

@@ -113,13 +113,6 @@ void add_rmsnorm_forward(const void* a, const void* b, const void* w, void* r, v
 void rmsnorm_rope_forward(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
                           const float* inv_freq, void* yq, void* yk, bool bf16, int64_t rows, int64_t hq, int64_t hk,
                           int64_t hd, float eps, void* stream);
-// The same from one packed projection qkv [rows, (hq + 2 hk) hd] (q's heads, k's, v's), also
-// copying v's heads into yv [rows, hk, hd], in one kernel; false (nothing launched) where it does
-// not apply: a head dim without rmsnorm_rope_packed_supported, or a pointer not 16-byte aligned.
-bool rmsnorm_rope_packed_supported(bool bf16, int64_t hd);
-bool rmsnorm_rope_packed_forward(const void* qkv, const void* wq, const void* wk, const int32_t* positions,
-                                 const float* inv_freq, void* yq, void* yk, void* yv, bool bf16, int64_t rows,
-                                 int64_t hq, int64_t hk, int64_t hd, float eps, void* stream);
 
 // strided_rows.cu: the first `width` bytes of `rows` rows whose starts are `*pitch` bytes apart
 // (any dtype): copied from src to dst, or every byte set to `byte`.

@@ -78,19 +78,10 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
 // partner is lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded
 // to T before the rotation, as the unfused rope reads them. Every lane of a warp runs the same
 // number of head iterations, so the shuffles always see the whole warp.
-// The q, k (and v) heads of a row: at q + row * q_stride (hq heads of hd), k + row * k_stride (hk)
-// and v + row * v_stride (hv, copied as they are); written contiguous, yq [rows, hq, hd], yk and
-// yv. Separate q and k, or one packed q | k | v projection (the strides its row width).
-template <class T>
-struct QkvHeads {
-  const T *q, *k, *v, *wq, *wk;
-  T *yq, *yk, *yv;
-  int64_t q_stride, k_stride, v_stride, hq, hk, hv;
-};
-
 template <class T, int N>
 __global__ void __launch_bounds__(kThreads)
-    rmsnorm_rope_kernel(const QkvHeads<T> a, const int32_t* positions, const float* inv_freq, int hd, float eps) {
+    rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
+                        const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, int hd, float eps) {
   extern __shared__ float angles[];  // cos [hd/2], then sin [hd/2]
   const int half = hd / 2, G = hd / N, seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
   float* cs = angles;
@@ -102,17 +93,16 @@ __global__ void __launch_bounds__(kThreads)
   const int segs = kThreads / G;
   const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
   const int f0 = (low ? lane : lane - G / 2) * N;
-  const int64_t heads = a.hq + a.hk + a.hv;
-  for (int64_t base = 0; base < heads; base += segs) {
+  for (int64_t base = 0; base < hq + hk; base += segs) {
     const int64_t h = base + seg;
-    const bool on = h < heads, is_q = h < a.hq, is_v = h >= a.hq + a.hk;
-    const int64_t hh = is_q ? h : is_v ? h - a.hq - a.hk : h - a.hq;  // the head within its kind
-    const T* x = is_q ? a.q + row * a.q_stride : is_v ? a.v + row * a.v_stride : a.k + row * a.k_stride;
-    const T* w = is_q ? a.wq : a.wk;
+    const bool on = h < hq + hk, is_q = h < hq;
+    const int64_t at = is_q ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd;
+    const T* x = is_q ? q : k;
+    const T* w = is_q ? wq : wk;
     Vec<T, N> v{}, wv{};
     if (on) {
-      v = *reinterpret_cast<const Vec<T, N>*>(x + hh * hd + lane * N);
-      if (!is_v) wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
+      v = *reinterpret_cast<const Vec<T, N>*>(x + at + lane * N);
+      wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
     }
     float ss = 0.0f;
 #pragma unroll
@@ -128,10 +118,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < N; ++i) other[i] = __shfl_xor_sync(0xffffffffu, mine[i], G / 2);
     if (!on) continue;
-    if (is_v) {
-      *reinterpret_cast<Vec<T, N>*>(a.yv + (row * a.hv + hh) * hd + lane * N) = v;
-      continue;
-    }
     Vec<T, N> o;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -141,43 +127,21 @@ __global__ void __launch_bounds__(kThreads)
                             : __fmaf_rn(other[i], sgn, __fmul_rn(mine[i], c));
       o.v[i] = from_float<T>(out);
     }
-    *reinterpret_cast<Vec<T, N>*>(is_q ? a.yq + (row * a.hq + hh) * hd + lane * N
-                                       : a.yk + (row * a.hk + hh) * hd + lane * N) = o;
+    *reinterpret_cast<Vec<T, N>*>((is_q ? yq : yk) + at + lane * N) = o;
   }
 }
 
 template <class T, int N>
-bool launch_rmsnorm_rope(const QkvHeads<T>& a, const int32_t* positions, const float* inv_freq, int64_t rows,
-                         int64_t hd, float eps, cudaStream_t s) {
+bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
+                         const float* inv_freq, void* yq, void* yk, int64_t rows, int64_t hq, int64_t hk, int64_t hd,
+                         float eps, cudaStream_t s) {
   if (hd % N != 0) return false;
   const int64_t G = hd / N;
   if (G < 2 || G > 32 || resident_row_lanes(G) != G) return false;  // one pack a lane: P = 1
-  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(a, positions, inv_freq,
-                                                                                        int(hd), eps);
+  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
+      positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
   return true;
-}
-
-// Every row of the heads' inputs and outputs 16-byte aligned (a pack never straddles them).
-template <class T>
-bool heads_aligned(const QkvHeads<T>& a, int64_t hd) {
-  const bool rows = (a.q_stride * int64_t(sizeof(T))) % 16 == 0 && (a.k_stride * int64_t(sizeof(T))) % 16 == 0 &&
-                    (a.v_stride * int64_t(sizeof(T))) % 16 == 0 && (hd * int64_t(sizeof(T))) % 16 == 0;
-  return rows && aligned16(a.q) && aligned16(a.k) && (!a.v || aligned16(a.v)) && aligned16(a.wq) && aligned16(a.wk) &&
-         aligned16(a.yq) && aligned16(a.yk) && (!a.yv || aligned16(a.yv));
-}
-
-template <class T>
-bool rmsnorm_rope_fused(const void* q, const void* k, const void* v, const void* wq, const void* wk,
-                        const int32_t* positions, const float* inv_freq, void* yq, void* yk, void* yv, int64_t rows,
-                        int64_t hq, int64_t hk, int64_t hv, int64_t q_stride, int64_t k_stride, int64_t v_stride,
-                        int64_t hd, float eps, cudaStream_t s) {
-  const QkvHeads<T> a{static_cast<const T*>(q),  static_cast<const T*>(k),  static_cast<const T*>(v),
-                      static_cast<const T*>(wq), static_cast<const T*>(wk), static_cast<T*>(yq),
-                      static_cast<T*>(yk),       static_cast<T*>(yv),       q_stride,
-                      k_stride,                  v_stride,                  hq,
-                      hk,                        hv};
-  constexpr int N = 16 / sizeof(T);
-  return heads_aligned(a, hd) && launch_rmsnorm_rope<T, N>(a, positions, inv_freq, rows, hd, eps, s);
 }
 }  // namespace
 
@@ -198,36 +162,16 @@ void rmsnorm_rope_forward(const void* q, const void* k, const void* wq, const vo
                           int64_t hd, float eps, void* stream) {
   if (rows == 0 || hd == 0 || hq + hk == 0) return;
   cudaStream_t s = as_stream(stream);
-  const bool fused = bf16 ? rmsnorm_rope_fused<bf16_t>(q, k, nullptr, wq, wk, positions, inv_freq, yq, yk, nullptr, rows,
-                                                       hq, hk, 0, hq * hd, hk * hd, 0, hd, eps, s)
-                          : rmsnorm_rope_fused<float>(q, k, nullptr, wq, wk, positions, inv_freq, yq, yk, nullptr, rows,
-                                                      hq, hk, 0, hq * hd, hk * hd, 0, hd, eps, s);
+  const bool aligned = aligned16(q) && aligned16(k) && aligned16(wq) && aligned16(wk) && aligned16(yq) && aligned16(yk);
+  const bool fused =
+      aligned && (bf16 ? launch_rmsnorm_rope<bf16_t, 8>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, hd, eps, s)
+                       : launch_rmsnorm_rope<float, 4>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, hd, eps, s));
   if (fused) return check_launch("rmsnorm_rope_forward");
   // Unfused: the norms into yq, yk, then the rotations in place (rope reads a pair before it writes it).
   rmsnorm_forward(q, wq, yq, bf16, nullptr, rows * hq, hd, eps, stream);
   rmsnorm_forward(k, wk, yk, bf16, nullptr, rows * hk, hd, eps, stream);
   rope_forward(yq, positions, inv_freq, yq, bf16, rows, hq, hd, stream);
   rope_forward(yk, positions, inv_freq, yk, bf16, rows, hk, hd, stream);
-}
-
-bool rmsnorm_rope_packed_supported(bool bf16, int64_t hd) {
-  const int64_t N = bf16 ? 8 : 4, G = hd / N;
-  return hd % N == 0 && G >= 2 && G <= 32 && resident_row_lanes(G) == G;
-}
-
-bool rmsnorm_rope_packed_forward(const void* qkv, const void* wq, const void* wk, const int32_t* positions,
-                                 const float* inv_freq, void* yq, void* yk, void* yv, bool bf16, int64_t rows,
-                                 int64_t hq, int64_t hk, int64_t hd, float eps, void* stream) {
-  if (rows == 0 || hd == 0) return true;
-  cudaStream_t s = as_stream(stream);
-  const int64_t stride = (hq + 2 * hk) * hd;
-  auto at = [&](int64_t heads) { return static_cast<const char*>(qkv) + heads * hd * (bf16 ? 2 : 4); };
-  const bool fused = bf16 ? rmsnorm_rope_fused<bf16_t>(qkv, at(hq), at(hq + hk), wq, wk, positions, inv_freq, yq, yk, yv,
-                                                       rows, hq, hk, hk, stride, stride, stride, hd, eps, s)
-                          : rmsnorm_rope_fused<float>(qkv, at(hq), at(hq + hk), wq, wk, positions, inv_freq, yq, yk, yv,
-                                                      rows, hq, hk, hk, stride, stride, stride, hd, eps, s);
-  if (fused) check_launch("rmsnorm_rope_packed_forward");
-  return fused;
 }
 
 }  // namespace dflash::kernels::cuda

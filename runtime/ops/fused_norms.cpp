@@ -2,7 +2,6 @@
 // RMSNorm after it, and the per-head q/k RMSNorm with the RoPE after it. Each returns exactly the
 // values of the unfused ops (add then rmsnorm; rmsnorm then rope), which stay the ops to use where
 // gradients flow: these record no backward and refuse inputs that need one.
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -114,92 +113,6 @@ RopedQK rmsnorm_rope(const Tensor& q, const Tensor& k, const Tensor& q_weight, c
     if (void* s = ctx().cuda_stream_for_launch())
       kernels::cuda::rmsnorm_rope_forward(q.raw(), k.raw(), q_weight.raw(), k_weight.raw(), pp, pf, out.q.raw(),
                                           out.k.raw(), bf16(q), rows, hq, hk, hd, eps, s);
-#endif
-  }
-  return out;
-}
-
-bool rmsnorm_rope_packed_supported(const Device& device, DType dtype, int64_t hd) {
-  if (device.is_cpu()) return true;
-#ifdef DFLASH_CUDA
-  return kernels::cuda::rmsnorm_rope_packed_supported(dtype == DType::bf16, hd);
-#else
-  (void)dtype, (void)hd;
-  return false;
-#endif
-}
-
-RopedQKV rmsnorm_rope_packed(const Tensor& qkv, int64_t hq, int64_t hk, const Tensor& q_weight, const Tensor& k_weight,
-                             const Tensor& positions, const Tensor& inv_freq, float eps) {
-  OpScope op("rmsnorm_rope");
-  check_same_device("rmsnorm_rope_packed", {&qkv, &q_weight, &k_weight, &positions, &inv_freq});
-  check_float_dtype("rmsnorm_rope_packed", qkv, "qkv");
-  check_ndim("rmsnorm_rope_packed", q_weight, 1, "q_weight");
-  check_ndim("rmsnorm_rope_packed", k_weight, 1, "k_weight");
-  const int64_t hd = q_weight.dim(0);
-  DF_CHECK(qkv.ndim() >= 2 && hq >= 1 && hk >= 1 && hd >= 2 && hd % 2 == 0 && k_weight.dim(0) == hd &&
-               qkv.shape().last() == (hq + 2 * hk) * hd,
-           "rmsnorm_rope_packed: qkv is " << qkv.describe() << " with hq = " << hq << ", hk = " << hk << ", q_weight "
-                                          << q_weight.describe() << " and k_weight " << k_weight.describe()
-                                          << "; qkv's last dim must be (hq + 2 hk) * hd for an even head dim hd, the "
-                                          << "length of both weights (q's heads, then k's, then v's)");
-  DF_CHECK(q_weight.dtype() == qkv.dtype() && k_weight.dtype() == qkv.dtype(),
-           "rmsnorm_rope_packed: qkv " << qkv.describe() << ", q_weight " << q_weight.describe() << " and k_weight "
-                                       << k_weight.describe() << " must share one dtype");
-  DF_CHECK(std::isfinite(eps) && eps >= 0.0f,
-           "rmsnorm_rope_packed: eps = " << eps << "; it must be finite and >= 0 (rms_norm_eps is typically 1e-6)");
-  const int64_t rows = qkv.numel() / qkv.shape().last();
-  check_dtype("rmsnorm_rope_packed", positions, DType::i32, "positions");
-  check_dtype("rmsnorm_rope_packed", inv_freq, DType::f32, "inv_freq");
-  DF_CHECK(inv_freq.ndim() == 1 && inv_freq.dim(0) == hd / 2,
-           "rmsnorm_rope_packed: inv_freq is " << inv_freq.describe() << " but the head dim is " << hd
-                                               << "; inv_freq must be [" << hd / 2 << "] (one frequency per rotated pair)");
-  DF_CHECK(positions.numel() == rows, "rmsnorm_rope_packed: positions " << positions.describe() << " hold "
-                                                                        << positions.numel() << " positions but qkv "
-                                                                        << qkv.describe() << " has " << rows
-                                                                        << " rows; give one position per row");
-  refuse_grad("rmsnorm_rope_packed", {&qkv, &q_weight, &k_weight, &inv_freq}, "ops::rmsnorm then ops::rope");
-  DF_CHECK(rmsnorm_rope_packed_supported(qkv.device(), qkv.dtype(), hd),
-           "rmsnorm_rope_packed: head dim " << hd << " (" << qkv.describe() << ") has no one-kernel path on "
-                                            << qkv.device().str() << "; fix: check rmsnorm_rope_packed_supported first "
-                                            << "and use separate q, k and v projections with rmsnorm_rope otherwise");
-  auto heads = [&](int64_t n) {
-    Shape s = qkv.shape();
-    s.d[s.ndim - 1] = n;
-    s.d[s.ndim++] = hd;
-    return Tensor::empty(s, qkv.dtype());
-  };
-  RopedQKV out{heads(hq), heads(hk), heads(hk)};
-  const int32_t* pp = i32(positions);
-  const float* pf = f32(inv_freq);
-  note_io({&qkv, &q_weight, &k_weight}, {&out.q, &out.k, &out.v});
-  if (on_cpu()) {
-    // Each kind's heads into its output, then the norms and rotations in place (both read a row or
-    // a pair before writing it).
-    const float *px = f32(qkv), *pwq = f32(q_weight), *pwk = f32(k_weight);
-    float *pyq = f32(out.q), *pyk = f32(out.k), *pyv = f32(out.v);
-    ctx().launch([=] {
-      const int64_t width = (hq + 2 * hk) * hd;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* x = px + r * width;
-        std::copy(x, x + hq * hd, pyq + r * hq * hd);
-        std::copy(x + hq * hd, x + (hq + hk) * hd, pyk + r * hk * hd);
-        std::copy(x + (hq + hk) * hd, x + width, pyv + r * hk * hd);
-      }
-      kernels::cpu::rmsnorm_forward(pyq, pwq, pyq, nullptr, rows * hq, hd, eps);
-      kernels::cpu::rmsnorm_forward(pyk, pwk, pyk, nullptr, rows * hk, hd, eps);
-      kernels::cpu::rope_forward(pyq, pp, pf, pyq, rows, hq, hd);
-      kernels::cpu::rope_forward(pyk, pp, pf, pyk, rows, hk, hd);
-    });
-  } else {
-#ifdef DFLASH_CUDA
-    if (void* s = ctx().cuda_stream_for_launch()) {
-      DF_CHECK(kernels::cuda::rmsnorm_rope_packed_forward(qkv.raw(), q_weight.raw(), k_weight.raw(), pp, pf,
-                                                          out.q.raw(), out.k.raw(), out.v.raw(), bf16(qkv), rows, hq,
-                                                          hk, hd, eps, s),
-               "rmsnorm_rope_packed: an operand of " << qkv.describe() << " is not 16-byte aligned; fix: pass whole "
-                                                     << "tensors (the arena and persistent tensors are aligned)");
-    }
 #endif
   }
   return out;
