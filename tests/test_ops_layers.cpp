@@ -468,6 +468,11 @@ TEST_SUITE("ops") {
                          doctest::Contains("must have the output's shape [2,3,4]"), Error);
     CHECK_THROWS_WITH_AS(ops::linear_residual(x, randn({out, in + 1}, 36), h),
                          doctest::Contains("has 5 features but weight"), Error);
+    CHECK_THROWS_WITH_AS(ops::linear_residual(x, w, Tensor::from_ints({B, S, out}, std::vector<int32_t>(B * S * out))),
+                         doctest::Contains("and residual is i32[2,3,4]; they must have the same dtype"), Error);
+    CHECK_THROWS_WITH_AS(ops::linear(x, Tensor::from_ints({out, in}, std::vector<int32_t>(out * in))),
+                         doctest::Contains("linear: x is f32[2,3,5] and weight is i32[4,5]; they must have the same dtype"),
+                         Error);
   }
 
   TEST_CASE("linear_concat_rows equals linear(concat(a, b, 1)) forward and backward, batch 1 and 3") {

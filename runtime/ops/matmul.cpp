@@ -110,42 +110,38 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   return matmul_2d("matmul", a, b, trans_a, trans_b, M, K, N, Shape{M, N});
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight) {
-  OpScope op("linear");
-  check_same_device("linear", {&x, &weight});
-  check_ndim("linear", weight, 2, "weight");
-  check_float("linear", x, "x");
-  DF_CHECK(x.dtype() == weight.dtype(), "linear: x is " << x.describe() << " and weight is " << weight.describe()
-                                                        << "; both must have the same dtype");
+namespace {
+// x [..., in] through weight [out, in] (+ residual [..., out]): the shared checks and the GEMM.
+Tensor linear_op(const char* name, const Tensor& x, const Tensor& weight, const Tensor* residual) {
+  if (residual) check_same_device(name, {&x, &weight, residual});
+  else check_same_device(name, {&x, &weight});
+  check_ndim(name, weight, 2, "weight");
+  check_float(name, x, "x");
+  DF_CHECK(x.dtype() == weight.dtype() && (!residual || residual->dtype() == x.dtype()),
+           name << ": x is " << x.describe() << " and weight is " << weight.describe()
+                << (residual ? " and residual is " + residual->describe() : std::string())
+                << "; they must have the same dtype");
   DF_CHECK(x.ndim() >= 1 && x.shape().last() == weight.dim(1),
-           "linear: x " << x.describe() << " has " << x.shape().last() << " features but weight "
-                        << weight.describe() << " expects " << weight.dim(1)
-                        << " (weights are [out, in] like torch Linear)");
+           name << ": x " << x.describe() << " has " << x.shape().last() << " features but weight "
+                << weight.describe() << " expects " << weight.dim(1) << " (weights are [out, in] like torch Linear)");
   int64_t rows = x.shape().rows(), in = weight.dim(1), out = weight.dim(0);
   Shape out_shape = x.shape();
   out_shape.d[out_shape.ndim - 1] = out;
-  return matmul_2d("linear", x, weight, false, true, rows, in, out, out_shape);
+  DF_CHECK(!residual || residual->shape() == out_shape,
+           name << ": residual " << residual->describe() << " must have the output's shape " << out_shape.str()
+                << " (x " << x.describe() << " through weight " << weight.describe() << ")");
+  return matmul_2d(name, x, weight, false, true, rows, in, out, out_shape, residual);
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight) {
+  OpScope op("linear");
+  return linear_op("linear", x, weight, nullptr);
 }
 
 Tensor linear_residual(const Tensor& x, const Tensor& weight, const Tensor& residual) {
   OpScope op("linear_residual");
-  check_same_device("linear_residual", {&x, &weight, &residual});
-  check_ndim("linear_residual", weight, 2, "weight");
-  check_float("linear_residual", x, "x");
-  DF_CHECK(x.dtype() == weight.dtype() && x.dtype() == residual.dtype(),
-           "linear_residual: x " << x.describe() << ", weight " << weight.describe() << " and residual "
-                                 << residual.describe() << " must share one dtype");
-  DF_CHECK(x.ndim() >= 1 && x.shape().last() == weight.dim(1),
-           "linear_residual: x " << x.describe() << " has " << x.shape().last() << " features but weight "
-                                 << weight.describe() << " expects " << weight.dim(1)
-                                 << " (weights are [out, in] like torch Linear)");
-  int64_t rows = x.shape().rows(), in = weight.dim(1), out = weight.dim(0);
-  Shape out_shape = x.shape();
-  out_shape.d[out_shape.ndim - 1] = out;
-  DF_CHECK(residual.shape() == out_shape,
-           "linear_residual: residual " << residual.describe() << " must have the output's shape " << out_shape.str()
-                                        << " (x " << x.describe() << " through weight " << weight.describe() << ")");
-  return matmul_2d("linear_residual", x, weight, false, true, rows, in, out, out_shape, &residual);
+  return linear_op("linear_residual", x, weight, &residual);
 }
 
 Tensor linear_concat_rows(const Tensor& a, const Tensor& b, const Tensor& weight) {
