@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -133,43 +134,53 @@ uint32_t alignment_of(const void* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   return a == 0 ? 256u : uint32_t(std::min<uintptr_t>(256, a & (~a + 1)));
 }
+}  // namespace
 
-// cuBLASLt's first choice for g (cublasGemmEx has no separate addend): asked with g's workspace
-// and pointer alignments, split-K only with an f32 workspace reduction (fixed order), as the
-// tuner's candidates. The same arguments give the same choice, so eager and recorded launches agree.
-cublasLtMatmulAlgo_t lt_heuristic_algo(const GemmArgs& g, const LtGemm& d) {
+std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristics(const GemmArgs& g, const LtGemm& d, size_t workspace_bytes,
+                                                           int max_results, bool pointer_alignments) {
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", g);
-  const uint64_t ws = g.workspace ? g.workspace_bytes : 0;
+  const uint64_t ws = workspace_bytes;
   const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  const uint32_t align_b = alignment_of(g.B), align_a = alignment_of(g.A), align_c = alignment_of(g.addend),
-                 align_d = alignment_of(g.C);
+  const uint32_t align[4] = {alignment_of(g.B), alignment_of(g.A), alignment_of(g.addend ? g.addend : g.C),
+                             alignment_of(g.C)};  // Lt's A, B, C, D: our B, A, addend (or C), C
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, size_t n) {
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, v, n);
   };
   set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b);  // Lt's A is our B
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
-  cublasLtMatmulHeuristicResult_t found{};
+  if (pointer_alignments) {
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[0], sizeof align[0]);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1], sizeof align[1]);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2], sizeof align[2]);
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[3], sizeof align[3]);
+  }
+  std::vector<cublasLtMatmulHeuristicResult_t> found(size_t(std::max(1, max_results)));
   int returned = 0;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), d.op, d.first, d.second, d.c, d.c, pref, 1, &found, &returned);
+    st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), d.op, d.first, d.second, d.c, d.c, pref, int(found.size()),
+                                        found.data(), &returned);
   cublasLtMatmulPreferenceDestroy(pref);
-  lt_check(st, "cublasLtMatmulAlgoGetHeuristic (for a GEMM with an addend)", g);
-  if (returned < 1 || found.state != CUBLAS_STATUS_SUCCESS)
-    lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic found no algorithm (for a GEMM with an addend)", g);
-  return found.algo;
+  lt_check(st, "cublasLtMatmulAlgoGetHeuristic", g);
+  found.resize(size_t(returned));
+  return found;
 }
-}  // namespace
 
 void gemm(const GemmArgs& g, void* handle, void* stream) {
   if (g.lt_config || g.addend) {  // lt_config: chosen at startup; every launch of this shape, eager or recorded, runs it
     const LtGemm d(g);
-    const cublasLtMatmulAlgo_t algo = g.lt_config ? lt_algo_from(g, d, g.lt_config) : lt_heuristic_algo(g, d);
+    cublasLtMatmulAlgo_t algo;
+    if (g.lt_config) {
+      algo = lt_algo_from(g, d, g.lt_config);
+    } else {  // a GEMM with an addend, which cublasGemmEx cannot run: cuBLASLt's first pick for g's
+              // workspace and pointers (the same arguments, the same pick: eager and recorded agree)
+      const std::vector<cublasLtMatmulHeuristicResult_t> picks =
+          lt_heuristics(g, d, g.workspace ? g.workspace_bytes : 0, 1, true);
+      if (picks.empty() || picks[0].state != CUBLAS_STATUS_SUCCESS)
+        lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic (no algorithm for a GEMM with an addend)", g);
+      algo = picks[0].algo;
+    }
     d.run(g, algo, g.workspace, g.workspace ? g.workspace_bytes : 0, static_cast<cudaStream_t>(stream));
     if (g.M > 0 && g.N > 0)
       mark_initialized(g.C, size_t((g.M - 1) * g.ldc + g.N) * (g.c_bf16 ? 2 : 4), static_cast<cudaStream_t>(stream));

@@ -16,12 +16,6 @@
 namespace dflash::kernels::cuda {
 
 namespace {
-void lt_check(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("gemm candidates: ") + what + " failed with cuBLAS status " +
-                             std::to_string(int(st)));
-}
-
 template <class T>
 __global__ void fill_hashed_kernel(T* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -122,23 +116,8 @@ GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void
   cuda_ok(cudaMemcpyAsync(reference, g.C, extent, cudaMemcpyDeviceToDevice, s), "keeping cuBLAS's result");
   out.default_ms = mean_ms([&] { gemm(plain, cublas_handle, stream); });
   const LtGemm d(g);
-  cublasLtMatmulPreference_t pref = nullptr;
-  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = workspace_bytes;
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-           "MAX_WORKSPACE_BYTES");
-  // Split-K reductions in an f32 workspace buffer run in a fixed order; the in-place one is
-  // excluded, and so is the one in C's type (bf16 partial sums lose precision).
-  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
-                                                sizeof reductions),
-           "REDUCTION_SCHEME_MASK");
-  std::vector<cublasLtMatmulHeuristicResult_t> found(size_t(std::max(1, max_candidates)));
-  int returned = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), d.op, d.first, d.second, d.c, d.c, pref,
-                                                           int(found.size()), found.data(), &returned);
-  cublasLtMatmulPreferenceDestroy(pref);
-  lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
+  const std::vector<cublasLtMatmulHeuristicResult_t> found = lt_heuristics(g, d, workspace_bytes, max_candidates);
+  const int returned = int(found.size());
   for (int i = 0; i < returned; ++i) {
     const cublasLtMatmulHeuristicResult_t& r = found[size_t(i)];
     if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > workspace_bytes) continue;

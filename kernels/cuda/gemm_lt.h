@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -28,5 +29,12 @@ struct LtGemm {
 // naming the shape, when this cuBLAS cannot run it).
 void lt_config_of(const cublasLtMatmulAlgo_t& algo, int32_t out[9]);
 cublasLtMatmulAlgo_t lt_algo_from(const GemmArgs& g, const LtGemm& d, const int32_t config[9]);
+
+// cuBLASLt's heuristic candidates for g, best first, at most `max_results`: within workspace_bytes,
+// split-K only with the reduction in an f32 workspace (a fixed order; neither in place nor in C's
+// type, whose bf16 partial sums lose precision); with `pointer_alignments` the algorithms that run
+// on g's pointers as aligned (else cuBLASLt assumes 256-byte alignment).
+std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristics(const GemmArgs& g, const LtGemm& d, size_t workspace_bytes,
+                                                           int max_results, bool pointer_alignments = false);
 
 }  // namespace dflash::kernels::cuda

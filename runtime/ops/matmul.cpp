@@ -46,10 +46,10 @@ void gemm_at(int64_t M, int64_t N, int64_t K, const Tensor& A, int64_t a_at, int
 #endif
 }
 
-// Whole row-major operands: C[M,N] (+)= op(A) op(B).
+// Whole row-major operands: C[M,N] (+)= op(A) op(B) (or = op(A) op(B) + addend).
 void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tensor& B, bool tb, const Tensor& C,
-          float beta) {
-  gemm_at(M, N, K, A, 0, ta ? M : K, ta, B, 0, tb ? K : N, tb, C, 0, N, beta);
+          float beta, const Tensor* addend = nullptr) {
+  gemm_at(M, N, K, A, 0, ta ? M : K, ta, B, 0, tb ? K : N, tb, C, 0, N, beta, addend);
 }
 
 // out = op(a) op(b) (+ residual, out's shape) with a and b viewed as 2-D; the shared forward and
@@ -57,7 +57,7 @@ void gemm(int64_t M, int64_t N, int64_t K, const Tensor& A, bool ta, const Tenso
 Tensor matmul_2d(const char* name, const Tensor& a, const Tensor& b, bool ta, bool tb, int64_t M, int64_t K,
                  int64_t N, const Shape& out_shape, const Tensor* residual = nullptr) {
   Tensor out = Tensor::empty(out_shape, a.dtype());
-  gemm_at(M, N, K, a, 0, ta ? M : K, ta, b, 0, tb ? K : N, tb, out, 0, N, 0.0f, residual);
+  gemm(M, N, K, a, ta, b, tb, out, 0.0f, residual);
   const Tensor none;
   const Tensor& r = residual ? *residual : none;
   if (needs_grad({&a, &b, &r})) {
