@@ -67,8 +67,8 @@ int bench_drafter_profile(const std::string& model, const std::vector<Bucket>& b
 std::vector<std::pair<GemmShape, int64_t>> gemm_shapes_of(const ProfileLog& log, const std::string& program);
 int time_gemm_shapes(Context& ctx, const std::vector<std::pair<GemmShape, int64_t>>& shapes, int reps, int candidates,
                      const std::string& title);
-int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buckets, int reps, bool cuda,
-                        const BenchMemory& ck);
+int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buckets, int reps, int candidates,
+                        bool cuda, const BenchMemory& ck, bool online);
 struct AttentionBenchShape {
   int64_t batch, seq, anchors, heads, kv_heads, head_dim;
 };

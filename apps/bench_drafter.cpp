@@ -290,9 +290,9 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
   return 0;
 }
 
-int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buckets, int reps, bool cuda,
-                        const BenchMemory& ck) {
-  DrafterBench bench(model, buckets, cuda, false, ck.chunk_rows);
+int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buckets, int reps, int candidates,
+                        bool cuda, const BenchMemory& ck, bool online) {
+  DrafterBench bench(model, buckets, cuda, online, ck.chunk_rows);
   ProfileLog log;
   bench.ctx.attach_profile(&log);
   bench.build(ck);
@@ -300,13 +300,16 @@ int bench_drafter_gemms(const std::string& model, const std::vector<Bucket>& buc
   int rc = 0;
   for (auto& s : bench.steps) {
     const Bucket& b = s->bucket();
-    const std::string name = DrafterBench::train_name(b);
-    const ProgramReport& rep = report_of(*bench.engine, name);
-    char title[256];
-    std::snprintf(title, sizeof title, "gemms: %s %lld:%lld on %s, checkpointing %s: recompute %s; %d launches each",
-                  model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(), ck.str().c_str(),
-                  recompute_label(rep).c_str(), reps);
-    rc |= time_gemm_shapes(bench.ctx, gemm_shapes_of(log, name), reps, 16, title);
+    std::vector<std::string> names = {DrafterBench::train_name(b)};
+    if (online) names.push_back(DrafterBench::target_name(b));
+    for (const std::string& name : names) {
+      const ProgramReport& rep = report_of(*bench.engine, DrafterBench::train_name(b));
+      char title[256];
+      std::snprintf(title, sizeof title, "gemms: %s of %s %lld:%lld on %s, checkpointing %s: recompute %s; %d launches each",
+                    name.c_str(), model.c_str(), (long long)b.seq, (long long)b.anchors, bench.dev.str().c_str(),
+                    ck.str().c_str(), recompute_label(rep).c_str(), reps);
+      rc |= time_gemm_shapes(bench.ctx, gemm_shapes_of(log, name), reps, candidates, title);
+    }
   }
   return rc;
 }

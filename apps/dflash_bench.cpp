@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     std::string model = "small";
     std::vector<Bucket> buckets;
     int64_t seq = 0, anchors = 0, heads = 32, kv_heads = 8, head_dim = 128, batch = 1;  // attention
-    int reps = 20;
+    int reps = 20, candidates = 16;
     BenchMemory ck;
     std::vector<int64_t> contexts;
     for (int i = 2; i < argc; ++i) {
@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
       else if (a.rfind("--head-dim=", 0) == 0) head_dim = std::stoll(a.substr(11));
       else if (a.rfind("--batch=", 0) == 0) batch = std::stoll(a.substr(8));
       else if (a.rfind("--reps=", 0) == 0) reps = std::stoi(a.substr(7));
+      else if (a.rfind("--candidates=", 0) == 0) candidates = std::stoi(a.substr(13));
       else if (a.rfind("--model=", 0) == 0) model = a.substr(8);
       else if (a.rfind("--bucket=", 0) == 0) {
         std::string v = a.substr(9);
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "gemms") {
       if (buckets.empty()) buckets = {{4096, 512, 1}};
-      return bench_drafter_gemms(model, buckets, reps, cuda, ck);
+      return bench_drafter_gemms(model, buckets, reps, candidates, cuda, ck, online);
     }
     if (cmd == "profile") {
       if (buckets.empty()) buckets = {{512, 64, 1}};
@@ -255,8 +256,9 @@ int main(int argc, char** argv) {
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
                  "       dflash-bench profile [--cuda] --spec [--model=qwen3-8b|small] [--context=N ...] [--replays=N]\n"
                  "                         the same for speculative decoding's target-alone step and one round\n"
-                 "       dflash-bench gemms --cuda --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--reps=20]\n"
-                 "                         each GEMM shape of that step: cuBLAS's algorithm against cuBLASLt's candidates\n"
+                 "       dflash-bench gemms --cuda --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--reps=20] [--candidates=16]\n"
+                 "                         [--online] each GEMM shape of that step (--online: and of the target's forward):\n"
+                 "                         cuBLAS's algorithm against cuBLASLt's candidates\n"
                  "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"
                  "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"
                  "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n"

@@ -2,6 +2,7 @@
 #include "graphs/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -153,7 +154,11 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
   // The arena is free until recording: it holds the tuning's scratch operands.
   if (ctx_.gemm_tuning() && ctx_.device().is_cuda()) {
     if (progress) progress("tuning GEMMs");
-    gemm_tuning_summary_ = tune_gemms(ctx_, ctx_.arena_base(), ctx_.arena_bytes()).summary();
+    // DFLASH_GEMM_TUNING_REPS: launches timed per candidate (an experiment's knob: many launches
+    // time the candidates at the clock the power cap holds, as the step runs them)
+    const char* reps = std::getenv("DFLASH_GEMM_TUNING_REPS");
+    gemm_tuning_summary_ =
+        tune_gemms(ctx_, ctx_.arena_base(), ctx_.arena_bytes(), reps ? std::max(1, std::atoi(reps)) : 5).summary();
   }
 #endif
   for (size_t i = 0; i < entries_.size(); ++i) {

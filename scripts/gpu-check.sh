@@ -22,7 +22,9 @@
 # kernels at 4096:512: the details page, then scripts/ncu-hotspots.py's stall reasons and hot SASS
 # lines, in the log), ncu-norms (the same for the target's rmsnorm_rope, add_rmsnorm and swiglu_halves
 # at 4096), gemms (each GEMM shape of
-# that step: cuBLAS's algorithm against cuBLASLt's candidates), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
+# that step: cuBLAS's algorithm against cuBLASLt's candidates), gemms-sustained (the same for the
+# online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
+# online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
 # --gemm-tuning), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
@@ -212,6 +214,16 @@ for s in "${steps[@]}"; do
       '--recompute=4' '--arena-gb=2.45' '--arena-gb=2.45 --chunk-rows=512'; do ./build/dflash-bench step --cuda \
       --model=qwen3-8b --bucket=4096:512 --steps=20 \$a || rc=1; done; exit \$rc" ;;
     gemms) step gemms timeout 200 ./build/dflash-bench gemms --cuda --model=qwen3-8b --bucket=4096:512 ;;
+    gemms-sustained)  # every GEMM shape of the online step, each candidate timed over 300 launches (at the clock
+      # the power cap holds) under nvidia-smi's samples; cuBLAS's own algorithm timed before and after
+      step gemms-sustained timeout 560 bash scripts/gpu-clocks.sh "$out/gemms-clocks" \
+        "gemms --cuda --model=qwen3-8b --bucket=4096:512 --online --reps=300 --candidates=8" ;;
+    online-tuned-ab)  # the online step (--arena-gb=7) untuned, tuned with DFLASH_GEMM_TUNING_REPS (default
+      # 200) launches a candidate, untuned again, under nvidia-smi's samples
+      step online-tuned-ab timeout 590 bash -c "a='step --cuda --online --model=qwen3-8b --bucket=4096:512 \
+        --arena-gb=7 --steps=40'; bash scripts/gpu-clocks.sh $out/online-a \"\$a\" && \
+        DFLASH_GEMM_TUNING_REPS=\${TUNING_REPS:-200} bash scripts/gpu-clocks.sh $out/online-b \"\$a --gemm-tuning\" && \
+        bash scripts/gpu-clocks.sh $out/online-c \"\$a\"" ;;
     ncu-attention) ncu_kernels ncu-attention 45 "attention --seq=4096 --anchors=512 --reps=1" \
       '^forward_kernel' '^dq_kernel' '^dkdv_kernel' ;;
     ncu-norms)  # the target's memory-bound fused kernels at 4096

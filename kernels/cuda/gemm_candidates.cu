@@ -136,6 +136,7 @@ GemmCandidates time_gemm_candidates(const GemmArgs& g, void* cublas_handle, void
     if (cand.agrees) cand.ms = mean_ms([&] { d.run(g, r.algo, workspace, workspace_bytes, s); });
     out.candidates.push_back(cand);
   }
+  out.default_after_ms = mean_ms([&] { gemm(plain, cublas_handle, stream); });
   restore_c();
   return out;
 }

@@ -31,6 +31,7 @@ constexpr double kMaxCandidateError = 1e-4;
 
 struct GemmCandidates {
   double default_ms = 0;                 // cublasGemmEx with CUBLAS_GEMM_DEFAULT, the launcher's choice
+  double default_after_ms = 0;           // the same timed again after the candidates (clock drift)
   std::vector<GemmCandidate> candidates;  // cuBLASLt's heuristic order (the first is its own pick)
 };
 
