@@ -19,6 +19,9 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_attention.h"
 #endif
+#ifdef DFLASH_CUDNN
+#include "kernels/cuda/cudnn_sdpa.h"
+#endif
 
 namespace dflash {
 
@@ -64,7 +67,54 @@ Timing time_graph(Context& ctx, const std::function<void()>& submit, int reps) {
   return {ms[ms.size() / 2], ms.front()};
 }
 
-int run(const std::vector<int64_t>& seqs, int reps) {
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_floats(), y = b.to_floats();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, double(std::fabs(x[i] - y[i])));
+  return m;
+}
+
+#ifdef DFLASH_CUDNN
+// Every plan cuDNN lists for the shape, built and timed alone like the default, its output
+// compared with dflash's kernel's: the evidence for DFLASH_CUDNN_SDPA_PLAN.
+void time_plans(Context& ctx, const kernels::cuda::CausalAttentionArgs& args, const Tensor& out_own,
+                const Tensor& out, double flop, double default_ms, int reps) {
+  std::string why;
+  void* handle = kernels::cuda::cudnn_create(&why);
+  DF_CHECK(handle, "causal-attention --plans: " << why);
+  const kernels::cuda::CudnnSdpaDims d{args.B, args.S, args.nh, args.nkv, args.hd, args.scale};
+  const auto plans = kernels::cuda::CudnnSdpa::list_plans(handle, d, &why);
+  if (!why.empty()) std::printf("  (cuDNN: %s)\n", why.c_str());
+  for (const auto& c : plans) {
+    std::string why_not;
+    auto sdpa = kernels::cuda::CudnnSdpa::build(handle, d, &why_not, c);
+    if (!sdpa) {
+      std::printf("  plan %s:%s does not build: %s\n", c.implementation.c_str(), c.engine.c_str(), why_not.c_str());
+      continue;
+    }
+    void* ws = sdpa->workspace_bytes() ? cuda_backend::alloc(0, sdpa->workspace_bytes()) : nullptr;
+    try {
+      const Timing t = time_graph(
+          ctx, [&] { sdpa->forward(handle, args.q, args.k, args.v, args.out, ws, ctx.cuda_stream()); }, reps);
+      ctx.synchronize();
+      const double diff = max_abs_diff(out_own, out);
+      std::printf("  plan %-10s %-40s %10.3f ms %8.1f TFLOP/s  %6.3f of the default  max |diff| %.6g\n",
+                  c.implementation.c_str(), c.engine.c_str(), t.median_ms, flop / (t.median_ms * 1e-3) / 1e12,
+                  t.median_ms / default_ms, diff);
+      std::printf("{\"bench\":\"causal_attention_plan\",\"seq\":%lld,\"implementation\":\"%s\",\"engine\":\"%s\","
+                  "\"ms\":%.4f,\"min_ms\":%.4f,\"default_ms\":%.4f,\"max_abs_diff\":%.6g}\n",
+                  (long long)args.S, c.implementation.c_str(), c.engine.c_str(), t.median_ms, t.min_ms, default_ms, diff);
+    } catch (const std::exception& e) {
+      std::printf("  plan %s:%s does not run: %s\n", c.implementation.c_str(), c.engine.c_str(), e.what());
+    }
+    std::fflush(stdout);
+    cuda_backend::free(0, ws);
+  }
+  kernels::cuda::cudnn_destroy(handle);
+}
+#endif
+
+int run(const std::vector<int64_t>& seqs, int reps, bool plans) {
   DF_CHECK(cuda_backend::device_count() > 0, "causal-attention: no CUDA device visible; run it on the GPU host");
   Context ctx(Device::cuda(0));
   ContextScope scope(ctx);
@@ -98,12 +148,8 @@ int run(const std::vector<int64_t>& seqs, int reps) {
     if (have_cudnn) {
       cud = time_graph(ctx, [&] { cudnn_attention::forward(ctx, args(out_cudnn), ctx.cuda_stream()); }, reps);
       ctx.synchronize();
-      const std::vector<float> a = out_own.to_floats(), b = out_cudnn.to_floats();
-      max_diff = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
-        max_out = std::max(max_out, double(std::fabs(a[i])));
-      }
+      max_diff = max_abs_diff(out_own, out_cudnn);
+      for (float x : out_own.to_floats()) max_out = std::max(max_out, double(std::fabs(x)));
     }
     const double own_tf = flop / (own.median_ms * 1e-3) / 1e12;
     const double cud_tf = have_cudnn ? flop / (cud.median_ms * 1e-3) / 1e12 : NAN;
@@ -117,6 +163,9 @@ int run(const std::vector<int64_t>& seqs, int reps) {
                 own_tf, have_cudnn ? "true" : "false", have_cudnn ? cud.median_ms : -1.0,
                 have_cudnn ? cud.min_ms : -1.0, have_cudnn ? cud_tf : -1.0, have_cudnn ? max_diff : -1.0, max_out);
     std::fflush(stdout);
+#ifdef DFLASH_CUDNN
+    if (plans && have_cudnn) time_plans(ctx, args(out_cudnn), out_own, out_cudnn, flop, cud.median_ms, reps);
+#endif
   }
   return 0;
 }
@@ -131,24 +180,26 @@ static int64_t positive(const std::string& option, const std::string& value) {
   return std::stoll(value);
 }
 
-// dflash-bench causal-attention [--seq=N ...] [--reps=N]; argv holds only these options.
+// dflash-bench causal-attention [--seq=N ...] [--reps=N] [--plans]; argv holds only these options.
 int bench_causal_attention(int argc, char** argv) {
   std::vector<int64_t> seqs;
   int reps = 30;
+  bool plans = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--seq=", 0) == 0) seqs.push_back(positive("--seq", a.substr(6)));
     else if (a.rfind("--reps=", 0) == 0) reps = int(std::min<int64_t>(positive("--reps", a.substr(7)), 100000));
+    else if (a == "--plans") plans = true;
     else {
-      std::fprintf(stderr, "dflash-bench causal-attention: unknown argument '%s'; use --seq=N (repeatable) and "
-                           "--reps=N\n", a.c_str());
+      std::fprintf(stderr, "dflash-bench causal-attention: unknown argument '%s'; use --seq=N (repeatable), "
+                           "--reps=N and --plans\n", a.c_str());
       return 2;
     }
   }
   if (seqs.empty()) seqs = {4096, 16384, 32768};
   DF_CHECK(reps >= 20, "causal-attention: --reps=" << reps << "; use at least 20 (the median of >= 20 replays)");
 #ifdef DFLASH_CUDA
-  return run(seqs, reps);
+  return run(seqs, reps, plans);
 #else
   DF_FAIL("causal-attention: this build has no CUDA backend; build on a host where nvcc is found");
 #endif

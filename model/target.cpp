@@ -346,9 +346,9 @@ Tensor Target::features(const Tensor& ids) const {
   run_layers(ids, last, nullptr, [&](int64_t l, const Tensor& h) {
     if (wanted.count(l)) kept[size_t(l)] = h;
   });
-  Tensor f = kept[size_t(layer_ids_[0])];  // (B, S, F*H) once all are joined
-  for (size_t i = 1; i < layer_ids_.size(); ++i) f = ops::concat(f, kept[size_t(layer_ids_[i])], 2);
-  return f;
+  std::vector<Tensor> parts;
+  for (int64_t id : layer_ids_) parts.push_back(kept[size_t(id)]);
+  return ops::concat_all(parts, 2);  // (B, S, F*H)
 }
 
 std::vector<Tensor> Target::layer_outputs(const Tensor& ids, int64_t layers) const {

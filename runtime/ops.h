@@ -5,6 +5,7 @@
 // Backward kernels accumulate (+=) into their input gradients.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -66,6 +67,9 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 Tensor swiglu_halves(const Tensor& gu);
 // Concatenation along dim (a and b agree on every other dim).
 Tensor concat(const Tensor& a, const Tensor& b, int dim);
+// Every part concatenated along dim in one pass (each part's bytes read and written once), the
+// values of chained concat; forward-only (refused when a part requires grad).
+Tensor concat_all(const std::vector<Tensor>& parts, int dim);
 Tensor sum(const Tensor& x);   // -> [1] of x's dtype
 Tensor mean(const Tensor& x);  // -> [1] of x's dtype
 

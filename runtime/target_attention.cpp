@@ -45,6 +45,24 @@ TargetAttention target_attention() {
   return TargetAttention::cudnn;
 }
 
+CudnnPlanRequest cudnn_plan_request() {
+  const char* env = std::getenv("DFLASH_CUDNN_SDPA_PLAN");
+  if (!env || !*env) return {};
+  const std::string v = env;
+  const size_t colon = v.find(':');
+  CudnnPlanRequest r{v.substr(0, colon), colon == std::string::npos ? "" : v.substr(colon + 1)};
+  DF_CHECK(r.implementation == "unified" || r.implementation == "composite",
+           "DFLASH_CUDNN_SDPA_PLAN=" << v << ": '" << r.implementation
+                                     << "' is not a cuDNN SDPA implementation; use unified or composite, optionally "
+                                        "followed by :ENGINE as `dflash-bench causal-attention --plans` lists them, "
+                                        "or unset it for cuDNN's default plan");
+  DF_CHECK(colon == std::string::npos || !r.engine.empty(),
+           "DFLASH_CUDNN_SDPA_PLAN=" << v << " names no engine after the colon; write " << r.implementation
+                                     << ":ENGINE with an engine `dflash-bench causal-attention --plans` lists, or just "
+                                     << r.implementation);
+  return r;
+}
+
 void set_target_attention(std::optional<TargetAttention> a) { g_override.store(a ? int(*a) : -1); }
 
 TargetAttentionScope::TargetAttentionScope(TargetAttention a) {

@@ -3,6 +3,7 @@
 // (kernels/cuda/causal_attention.cu). f32 and the CPU always run dflash's kernels.
 #pragma once
 #include <optional>
+#include <string>
 
 namespace dflash {
 
@@ -17,6 +18,15 @@ bool cudnn_attention_built();
 // (cudnn or own), else cudnn where the build has it and own otherwise. Throws, naming the fix,
 // on another value or on cudnn in a build without the cuDNN path.
 TargetAttention target_attention();
+
+// The cuDNN plan asked for by DFLASH_CUDNN_SDPA_PLAN: an SDPA implementation, "unified" or
+// "composite", optionally followed by ":" and an engine tag as `dflash-bench causal-attention
+// --plans` prints it. Both fields empty when it is unset or empty: cuDNN's default plan. Throws,
+// naming the fix, on another implementation or an empty tag after the colon.
+struct CudnnPlanRequest {
+  std::string implementation, engine;
+};
+CudnnPlanRequest cudnn_plan_request();
 
 // Overrides DFLASH_TARGET_ATTENTION for the whole process (benchmarks and tests); nullopt goes
 // back to the environment. Set it between steps, not while programs are being recorded.

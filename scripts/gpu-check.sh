@@ -202,6 +202,10 @@ for s in "${steps[@]}"; do
     profile-online) step profile-online timeout 300 ./build/dflash-bench profile --cuda --online --model=qwen3-8b \
       --bucket=4096:512 --arena-gb=7 ;;
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
+    cudnn-plans)  # every plan cuDNN lists for the target's causal attention, timed alone beside the default
+      step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
+    new-cases)  # the GPU test cases this session added or changed (a quick check before the whole suites)
+      step new-cases timeout 300 ./build/dflash-tests --test-case='concat_all*,*cuDNN*,*cudnn*,golden target*' ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
     attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \
       && DFLASH_ATTENTION=v1 ./build/dflash-tests --test-suite='gpu-attention'" ;;

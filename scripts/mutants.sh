@@ -321,6 +321,15 @@ mutant "safetensors load_into: a view of the wrong shape accepted" "-tc=*load_in
 mutant "DFLASH_TARGET_FUSION=off ignored (the A/B runs the fused ops twice)" "-tc=*DFLASH_TARGET_FUSION?decides*" \
   'return v == "on";' \
   'return true;'
+mutant "concat_all: every part written at the row's start" "-tc=concat_all*" \
+  'offset += width;' \
+  'offset += 0 * width;'
+mutant "target features: the layers joined last to first" "-ts=target*" \
+  'for (int64_t id : layer_ids_) parts.push_back(kept[size_t(id)]);' \
+  'for (int64_t id : layer_ids_) parts.insert(parts.begin(), kept[size_t(id)]);'
+mutant "DFLASH_CUDNN_SDPA_PLAN: an empty engine after the colon accepted" "-tc=DFLASH_CUDNN_SDPA_PLAN*" \
+  'DF_CHECK(colon == std::string::npos || !r.engine.empty(),' \
+  'DF_CHECK(true,'
 
 # --- Machinery ---
 fail() {

@@ -1,7 +1,8 @@
 // The target's causal attention on cuDNN's fused flash attention against the CPU reference
 // (kernels/cpu/causal_attention.cpp), next to dflash's own kernel on the same cases; the cuDNN
 // path's determinism, a recording replaying bit for bit like eager, the refusal to build a plan
-// inside a capture, which calls stay on dflash's kernel, and the line that says which one runs.
+// inside a capture, which calls stay on dflash's kernel, the line that says which one runs, and
+// every plan DFLASH_CUDNN_SDPA_PLAN may choose.
 // Suite "gpu-cudnn": it needs a GPU and a build with the cuDNN path, and fails without either.
 #ifdef DFLASH_CUDA
 #include <fcntl.h>
@@ -15,6 +16,9 @@
 #include "graphs/program.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "runtime/target_attention.h"
+#ifdef DFLASH_CUDNN
+#include "kernels/cuda/cudnn_sdpa.h"
+#endif
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
@@ -240,6 +244,54 @@ TEST_SUITE("gpu-cudnn") {
     ctx.synchronize();
     CHECK(bitwise_equal(out.to_floats(), eager));
   }
+
+#ifdef DFLASH_CUDNN
+  TEST_CASE("DFLASH_CUDNN_SDPA_PLAN: every plan cuDNN lists and builds equals the CPU; an unlisted one fails") {
+    REQUIRE_CUDNN();
+    const Case c{1, 300, 32, 8, 128};  // the target's heads
+    const Inputs in = inputs(c, 17);
+    std::vector<float> cpu;
+    {
+      Backends be;
+      cpu = run(be.cpu, TargetAttention::own, DType::bf16, c, in).out;
+    }
+    std::string why;
+    void* handle = kernels::cuda::cudnn_create(&why);
+    REQUIRE_MESSAGE(handle, why);
+    const kernels::cuda::CudnnSdpaDims d{c.B, c.S, c.nh, c.nkv, c.hd, scale_of(c)};
+    const auto plans = kernels::cuda::CudnnSdpa::list_plans(handle, d, &why);
+    INFO("cuDNN: " << why);
+    REQUIRE(!plans.empty());
+    const char* kPlan = "DFLASH_CUDNN_SDPA_PLAN";
+    int ran = 0;
+    for (const auto& p : plans) {
+      if (!kernels::cuda::CudnnSdpa::build(handle, d, nullptr, p)) continue;  // listed, but this one does not build
+      const std::string name = p.implementation + ":" + p.engine;
+      INFO("plan " << name);
+      setenv(kPlan, name.c_str(), 1);
+      Backends be;  // a new context: its plans are built afresh
+      StderrCapture text;
+      const Run gpu = run(be.gpu, TargetAttention::cudnn, DType::bf16, c, in);
+      const std::string said = text.finish();
+      CHECK(gpu.on_cudnn);
+      CHECK(said.find("dflash: cuDNN plan " + name + " for the target's attention at B=1 S=300 heads 32/8 head_dim "
+                      "128 (DFLASH_CUDNN_SDPA_PLAN)") != std::string::npos);
+      CHECK(rel_err(gpu.out, cpu) <= kTolerance);
+      ++ran;
+    }
+    CHECK(ran >= 1);
+    setenv(kPlan, "unified:no-such-engine", 1);
+    {
+      Backends be;
+      CHECK_THROWS_WITH_AS(run(be.gpu, TargetAttention::cudnn, DType::bf16, c, in),
+                           doctest::Contains("DFLASH_CUDNN_SDPA_PLAN=unified:no-such-engine: cuDNN cannot build it "
+                                             "for B=1 S=300 heads 32/8 head_dim 128"),
+                           Error);
+    }
+    unsetenv(kPlan);
+    kernels::cuda::cudnn_destroy(handle);
+  }
+#endif
 
   TEST_CASE("the first call says on stderr which implementation runs the target's attention") {
     REQUIRE_CUDNN();

@@ -171,6 +171,39 @@ TEST_SUITE("gpu-ops") {
     check_parity(be, empty, [](auto& a) { return std::vector<Tensor>{ops::concat(a[0], a[1], 0)}; });
   }
 
+  TEST_CASE("concat_all: CUDA equals CPU, the target's five layers, ragged and odd widths, f32, bf16 and i32") {
+    REQUIRE_GPU();
+    Backends be;
+    // (rows, widths): the target's features at small H (16-byte rows), widths of 3 and 5 (1- and
+    // 4-byte units), and parts along dim 0.
+    for (auto [rows, widths] : {std::pair<int64_t, std::vector<int64_t>>{64, {256, 256, 256, 256, 256}},
+                                {5, {3, 8, 5}},
+                                {3, {1}}}) {
+      std::vector<In> in;
+      for (size_t i = 0; i < widths.size(); ++i) in.push_back(rnd(Role::frozen, {1, rows, widths[i]}, 60 + i));
+      INFO("rows " << rows << ", " << widths.size() << " parts");
+      // The CPU's bits, and the bits of chained two-part concats.
+      for (DType dt : {DType::f32, DType::bf16}) {
+        INFO("dtype " << std::string(dtype_name(dt)));
+        const Result cpu = run(be.cpu, dt, in, [](auto& a) { return std::vector<Tensor>{ops::concat_all(a, 2)}; });
+        const Result all = run(be.gpu, dt, in, [](auto& a) { return std::vector<Tensor>{ops::concat_all(a, -1)}; });
+        const Result chained = run(be.gpu, dt, in, [](auto& a) {
+          Tensor f = a[0];
+          for (size_t i = 1; i < a.size(); ++i) f = ops::concat(f, a[i], -1);
+          return std::vector<Tensor>{f};
+        });
+        CHECK(bitwise_equal(all.outs[0], cpu.outs[0]));
+        CHECK(bitwise_equal(all.outs[0], chained.outs[0]));
+      }
+    }
+    std::vector<In> rows{rnd(Role::frozen, {2, 6}, 70), rnd(Role::frozen, {3, 6}, 71)};
+    const OpFn by_rows = [](auto& a) { return std::vector<Tensor>{ops::concat_all(a, 0)}; };
+    CHECK(bitwise_equal(run(be.gpu, DType::bf16, rows, by_rows).outs[0], run(be.cpu, DType::bf16, rows, by_rows).outs[0]));
+    std::vector<In> in{ints({2, 1}, {1, 2}), ints({2, 2}, {3, 4, 5, 6})};
+    Result r = run(be.gpu, DType::f32, in, [](auto& a) { return std::vector<Tensor>{ops::concat_all(a, 1)}; });
+    CHECK(r.outs[0] == std::vector<float>{1, 3, 4, 2, 5, 6});
+  }
+
   TEST_CASE("sum and mean: CUDA equals CPU, one and many partial blocks") {
     REQUIRE_GPU();
     Backends be;

@@ -16,25 +16,26 @@
 using namespace dflash;
 
 namespace {
-// Sets DFLASH_TARGET_ATTENTION (or unsets it for nullptr) for a scope and restores the old value.
+// Sets an environment variable (DFLASH_TARGET_ATTENTION unless named; unset for nullptr) for a
+// scope and restores the old value.
 class EnvScope {
  public:
-  explicit EnvScope(const char* value) {
-    if (const char* old = std::getenv(kName)) old_ = old;
+  explicit EnvScope(const char* value, const char* name = "DFLASH_TARGET_ATTENTION") : name_(name) {
+    if (const char* old = std::getenv(name_)) old_ = old;
     if (value)
-      setenv(kName, value, 1);
+      setenv(name_, value, 1);
     else
-      unsetenv(kName);
+      unsetenv(name_);
   }
   ~EnvScope() {
     if (old_)
-      setenv(kName, old_->c_str(), 1);
+      setenv(name_, old_->c_str(), 1);
     else
-      unsetenv(kName);
+      unsetenv(name_);
   }
 
  private:
-  static constexpr const char* kName = "DFLASH_TARGET_ATTENTION";
+  const char* name_;
   std::optional<std::string> old_;
 };
 }  // namespace
@@ -74,6 +75,46 @@ TEST_SUITE("target-attention") {
                          doctest::Contains("DFLASH_TARGET_ATTENTION=flash is not an attention implementation: use "
                                            "cudnn (cuDNN's fused flash attention) or own"),
                          Error);
+  }
+
+  TEST_CASE("DFLASH_CUDNN_SDPA_PLAN: unset is cuDNN's default; an implementation, with or without an engine") {
+    const char* kPlan = "DFLASH_CUDNN_SDPA_PLAN";
+    {
+      EnvScope env(nullptr, kPlan);
+      const CudnnPlanRequest r = cudnn_plan_request();
+      CHECK(r.implementation.empty());
+      CHECK(r.engine.empty());
+    }
+    {
+      EnvScope env("", kPlan);
+      CHECK(cudnn_plan_request().implementation.empty());
+    }
+    {
+      EnvScope env("composite", kPlan);
+      const CudnnPlanRequest r = cudnn_plan_request();
+      CHECK(r.implementation == "composite");
+      CHECK(r.engine.empty());
+    }
+    {
+      EnvScope env("unified:eng7_k2=3:x", kPlan);  // the engine is everything after the first colon
+      const CudnnPlanRequest r = cudnn_plan_request();
+      CHECK(r.implementation == "unified");
+      CHECK(r.engine == "eng7_k2=3:x");
+    }
+    {
+      EnvScope env("flash:eng0", kPlan);
+      CHECK_THROWS_WITH_AS(cudnn_plan_request(),
+                           doctest::Contains("DFLASH_CUDNN_SDPA_PLAN=flash:eng0: 'flash' is not a cuDNN SDPA "
+                                             "implementation; use unified or composite"),
+                           Error);
+    }
+    {
+      EnvScope env("composite:", kPlan);
+      CHECK_THROWS_WITH_AS(cudnn_plan_request(),
+                           doctest::Contains("DFLASH_CUDNN_SDPA_PLAN=composite: names no engine after the colon; "
+                                             "write composite:ENGINE"),
+                           Error);
+    }
   }
 
   TEST_CASE("the override beats the environment and a scope restores the previous choice") {
@@ -119,7 +160,7 @@ TEST_SUITE("target-attention") {
   TEST_CASE("dflash-bench causal-attention refuses bad arguments with the fix") {
     auto [rc, out] = run_bench("--seqs=4096");
     CHECK(rc != 0);
-    CHECK(out.find("unknown argument '--seqs=4096'; use --seq=N (repeatable) and --reps=N") != std::string::npos);
+    CHECK(out.find("unknown argument '--seqs=4096'; use --seq=N (repeatable), --reps=N and --plans") != std::string::npos);
     std::tie(rc, out) = run_bench("--seq=0");
     CHECK(rc != 0);
     CHECK(out.find("--seq=0 must be a positive whole number") != std::string::npos);

@@ -1,6 +1,6 @@
 // The target's causal attention on cuDNN: one cudnn-frontend graph (SDPA forward, bf16 in and out,
 // f32 softmax and accumulation, causal band, no stats) per shape, planned with heuristics mode A
-// and the first plan that builds. Kept out of the .cu files: the frontend is heavy to compile.
+// and the first plan that builds, or with the implementation and engine asked for. Kept out of the .cu files: the frontend is heavy to compile.
 #include "kernels/cuda/cudnn_sdpa.h"
 
 #include <cudnn.h>
@@ -35,6 +35,7 @@ fe::graph::Tensor_attributes bshd(const char* name, int64_t uid, const CudnnSdpa
 
 struct CudnnSdpa::Impl {
   CudnnSdpaDims dims;
+  CudnnSdpaPlanChoice plan;
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace = 0;
 };
@@ -43,9 +44,14 @@ CudnnSdpa::CudnnSdpa(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnSdpa::~CudnnSdpa() = default;
 const CudnnSdpaDims& CudnnSdpa::dims() const { return impl_->dims; }
 size_t CudnnSdpa::workspace_bytes() const { return size_t(impl_->workspace); }
+const CudnnSdpaPlanChoice& CudnnSdpa::plan() const { return impl_->plan; }
 
-std::unique_ptr<CudnnSdpa> CudnnSdpa::build(void* cudnn_handle, const CudnnSdpaDims& d, std::string* why_not) {
-  auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
+namespace {
+// The shape's operation graph with its heuristics' engine configs listed (not built), on the
+// implementation asked for ("" lets the frontend choose). Empty, with the reason, when cuDNN cannot.
+std::shared_ptr<fe::graph::Graph> listed_graph(cudnnHandle_t handle, const CudnnSdpaDims& d,
+                                               const std::string& implementation,
+                                               const std::vector<fe::HeurMode_t>& modes, std::string* why_not) {
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -60,29 +66,96 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::build(void* cudnn_handle, const CudnnSdpaD
                      .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
                      .set_diagonal_band_right_bound(0)
                      .set_attn_scale(d.scale);
-  auto [o, stats] = g->sdpa(q, k, v, options);
-  (void)stats;
+  if (implementation == "unified") options.set_implementation(fe::AttentionImplementation_t::UNIFIED);
+  else if (implementation == "composite") options.set_implementation(fe::AttentionImplementation_t::COMPOSITE);
+  std::shared_ptr<fe::graph::Tensor_attributes> o;
+  try {
+    o = g->sdpa(q, k, v, options)[0];
+  } catch (const std::exception& e) {  // the frontend throws when no implementation supports the graph
+    if (why_not) *why_not = "sdpa (" + (implementation.empty() ? std::string("auto") : implementation) + ") failed for " +
+                            dims_str(d) + ": " + e.what();
+    return nullptr;
+  }
   o->set_output(true)
       .set_uid(kO)
       .set_dim({d.B, d.nh, d.S, d.hd})
       .set_stride({d.S * d.nh * d.hd, d.hd, d.nh * d.hd, 1})
       .set_data_type(fe::DataType_t::BFLOAT16);
-
   auto failed = [&](const char* step, fe::error_t e) {
     if (why_not) *why_not = std::string(step) + " failed for " + dims_str(d) + ": " + e.get_message();
     return nullptr;
   };
   if (auto e = g->validate(); e.is_bad()) return failed("validate", e);
   if (auto e = g->build_operation_graph(handle); e.is_bad()) return failed("build_operation_graph", e);
-  if (auto e = g->create_execution_plans({fe::HeurMode_t::A}); e.is_bad()) return failed("create_execution_plans", e);
+  if (auto e = g->create_execution_plans(modes); e.is_bad()) return failed("create_execution_plans", e);
   if (auto e = g->check_support(handle); e.is_bad()) return failed("check_support", e);
-  if (auto e = g->build_plans(handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE); e.is_bad())
-    return failed("build_plans", e);
+  return g;
+}
+
+std::string plan_str(const CudnnSdpaPlanChoice& c) {
+  return (c.implementation.empty() ? std::string("auto") : c.implementation) + ":" +
+         (c.engine.empty() ? std::string("heuristics") : c.engine);
+}
+}  // namespace
+
+std::unique_ptr<CudnnSdpa> CudnnSdpa::build(void* cudnn_handle, const CudnnSdpaDims& d, std::string* why_not,
+                                            const CudnnSdpaPlanChoice& choice) {
+  auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
+  const bool by_engine = !choice.engine.empty();
+  // The default (no engine named) is mode A's first plan that builds, as before plan choices existed.
+  auto g = listed_graph(handle, d, choice.implementation,
+                        by_engine ? std::vector<fe::HeurMode_t>{fe::HeurMode_t::A, fe::HeurMode_t::B}
+                                  : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A},
+                        why_not);
+  if (!g) return nullptr;
+  auto failed = [&](const char* step, fe::error_t e) {
+    if (why_not) *why_not = std::string(step) + " failed for " + dims_str(d) + " (plan " + plan_str(choice) +
+                            "): " + e.get_message();
+    return nullptr;
+  };
   auto impl = std::make_unique<Impl>();
   impl->dims = d;
+  impl->plan = choice;
+  if (impl->plan.implementation.empty()) impl->plan.implementation = "auto";
+  if (by_engine) {
+    int64_t index = -1;
+    for (int64_t i = 0; i < g->get_execution_plan_count() && index < 0; ++i) {
+      std::string name;
+      if (g->get_plan_name_at_index(i, name).is_good() && name == choice.engine) index = i;
+    }
+    if (index < 0) {
+      if (why_not) *why_not = "cuDNN lists no plan " + plan_str(choice) + " for " + dims_str(d);
+      return nullptr;
+    }
+    if (auto e = g->build_plan_at_index(index); e.is_bad()) return failed("build_plan_at_index", e);
+  } else {
+    if (auto e = g->build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE); e.is_bad()) return failed("build_plans", e);
+    if (auto e = g->get_plan_name(impl->plan.engine); e.is_bad()) return failed("get_plan_name", e);
+  }
   impl->graph = std::move(g);
   if (auto e = impl->graph->get_workspace_size(impl->workspace); e.is_bad()) return failed("get_workspace_size", e);
   return std::unique_ptr<CudnnSdpa>(new CudnnSdpa(std::move(impl)));
+}
+
+std::vector<CudnnSdpaPlanChoice> CudnnSdpa::list_plans(void* cudnn_handle, const CudnnSdpaDims& d, std::string* why) {
+  auto handle = static_cast<cudnnHandle_t>(cudnn_handle);
+  std::vector<CudnnSdpaPlanChoice> out;
+  for (const char* implementation : {"unified", "composite"}) {
+    std::string why_not;
+    auto g = listed_graph(handle, d, implementation, {fe::HeurMode_t::A, fe::HeurMode_t::B}, &why_not);
+    if (!g) {
+      if (why) *why += (why->empty() ? "" : "; ") + why_not;
+      continue;
+    }
+    for (int64_t i = 0; i < g->get_execution_plan_count(); ++i) {
+      CudnnSdpaPlanChoice c{implementation, ""};
+      if (g->get_plan_name_at_index(i, c.engine).is_bad()) continue;
+      bool seen = false;
+      for (const auto& x : out) seen = seen || (x.implementation == c.implementation && x.engine == c.engine);
+      if (!seen) out.push_back(c);
+    }
+  }
+  return out;
 }
 
 void CudnnSdpa::forward(void* cudnn_handle, const void* q, const void* k, const void* v, void* out, void* workspace,

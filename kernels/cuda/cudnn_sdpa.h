@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dflash::kernels::cuda {
 
@@ -20,16 +21,29 @@ struct CudnnSdpaDims {
 // queries the device and may compile kernels); forward may then run eagerly or inside a capture.
 // It enqueues work only on the stream it is given, reads q, k, v and the workspace and writes out
 // only, with a fixed plan: the same inputs give the same bits.
+// Which of cuDNN's plans runs: the SDPA implementation ("unified" or "composite"; empty: the
+// frontend's choice, unified where it supports the graph) and the engine's tag within it (empty:
+// the first plan cuDNN's heuristics (mode A) list that builds). The empty choice is the default.
+struct CudnnSdpaPlanChoice {
+  std::string implementation, engine;
+};
+
 class CudnnSdpa {
  public:
-  // nullptr, with cuDNN's reason in *why_not, when cuDNN cannot run this shape on this device.
-  static std::unique_ptr<CudnnSdpa> build(void* cudnn_handle, const CudnnSdpaDims& d, std::string* why_not);
+  // nullptr, with cuDNN's reason in *why_not, when cuDNN cannot run this shape on this device, or
+  // when the chosen implementation or engine is not among the plans it lists for the shape.
+  static std::unique_ptr<CudnnSdpa> build(void* cudnn_handle, const CudnnSdpaDims& d, std::string* why_not,
+                                          const CudnnSdpaPlanChoice& choice = {});
+  // Every (implementation, engine) cuDNN's heuristics (modes A and B) list for the shape, each once,
+  // in their order (whether each builds is known only by building it); "why" holds what failed.
+  static std::vector<CudnnSdpaPlanChoice> list_plans(void* cudnn_handle, const CudnnSdpaDims& d, std::string* why);
   ~CudnnSdpa();
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
 
   const CudnnSdpaDims& dims() const;
   size_t workspace_bytes() const;  // the device scratch forward needs (may be 0)
+  const CudnnSdpaPlanChoice& plan() const;  // the implementation and engine built, both filled in
   // Throws std::runtime_error naming cuDNN's error when the launch is refused.
   void forward(void* cudnn_handle, const void* q, const void* k, const void* v, void* out, void* workspace,
                void* stream) const;

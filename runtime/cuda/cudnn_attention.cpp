@@ -3,6 +3,7 @@
 #include "runtime/cuda/cudnn_attention.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -132,13 +133,29 @@ Plan& build(Context& ctx, State& st, const kernels::cuda::CausalAttentionArgs& a
   auto plan = std::make_unique<Plan>();
   plan->dims = dims_of(a);
   std::string why = st.handle_error;
-  if (st.handle) plan->sdpa = CudnnSdpa::build(st.handle, plan->dims, &why);
+  const CudnnPlanRequest asked = cudnn_plan_request();
+  const bool chosen = !asked.implementation.empty();
+  if (st.handle) plan->sdpa = CudnnSdpa::build(st.handle, plan->dims, &why, {asked.implementation, asked.engine});
+  if (chosen && st.handle && !plan->sdpa) {
+    std::string listing, list_why;
+    for (const auto& c : CudnnSdpa::list_plans(st.handle, plan->dims, &list_why))
+      listing += "\n  " + c.implementation + ":" + c.engine;
+    DF_FAIL("DFLASH_CUDNN_SDPA_PLAN=" << std::getenv("DFLASH_CUDNN_SDPA_PLAN") << ": cuDNN cannot build it for "
+                                      << shape_str(a) << " (" << why << "); the plans cuDNN lists for this shape:"
+                                      << (listing.empty() ? " none (" + list_why + ")" : listing)
+                                      << "\nunset it for cuDNN's default plan");
+  }
   if (plan->sdpa) {
     const size_t bytes = plan->sdpa->workspace_bytes();
     if (bytes) plan->workspace = cuda_backend::alloc(st.device, bytes);
     why = warm_up(ctx, st, *plan);
     if (why.empty()) {
       ctx.add_persistent_bytes(bytes);
+      if (chosen) {
+        std::lock_guard<std::mutex> lock(g_note_mutex);
+        std::fprintf(stderr, "dflash: cuDNN plan %s:%s for the target's attention at %s (DFLASH_CUDNN_SDPA_PLAN)\n",
+                     plan->sdpa->plan().implementation.c_str(), plan->sdpa->plan().engine.c_str(), shape_str(a).c_str());
+      }
     } else {
       cuda_backend::free(st.device, plan->workspace);
       plan->workspace = nullptr;

@@ -1,5 +1,9 @@
 // concat of two tensors along one dim: a byte copy for any dtype; the backward (f32; on CUDA also
-// bf16) splits the gradient and accumulates each part into its input.
+// bf16) splits the gradient and accumulates each part into its input. concat_all: many parts in one
+// pass, forward-only.
+#include <cstring>
+#include <vector>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/ops/common.h"
 #ifdef DFLASH_CUDA
@@ -76,6 +80,66 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
                                        s);
 #endif
     });
+  }
+  return y;
+}
+
+Tensor concat_all(const std::vector<Tensor>& parts, int dim) {
+  OpScope op("concat");
+  DF_CHECK(!parts.empty(), "concat_all: no parts; pass at least one tensor");
+  const Tensor& first = parts[0];
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& p : parts) ptrs.push_back(&p);
+  check_same_device("concat_all", ptrs);
+  const int nd = first.ndim(), d = dim < 0 ? dim + nd : dim;
+  DF_CHECK(nd >= 1 && 0 <= d && d < nd, "concat_all: dim " << dim << " is out of range for the " << nd
+                                                           << "-D part " << first.describe() << "; use a dim in ["
+                                                           << -nd << ", " << nd - 1 << "]");
+  Shape out_shape = first.shape();
+  out_shape.d[d] = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    DF_CHECK(p.dtype() == first.dtype() && p.ndim() == nd,
+             "concat_all: part " << i << " is " << p.describe() << " and part 0 is " << first.describe()
+                                 << "; every part must have part 0's dtype and number of dims");
+    for (int j = 0; j < nd; ++j)
+      DF_CHECK(j == d || p.dim(j) == first.dim(j),
+               "concat_all: part " << i << " " << p.describe() << " and part 0 " << first.describe() << " differ in dim "
+                                   << j << "; they must agree on every dim except the concatenated one (" << d << ")");
+    out_shape.d[d] += p.dim(d);
+  }
+  bool grad = false;
+  for (const Tensor* p : ptrs) grad = grad || needs_grad({p});
+  DF_CHECK(!grad, "concat_all: gradient requested through its parts; it is forward-only, so freeze them, "
+                              "run it under NoGrad, or chain the two-part concat, which has a backward");
+  int64_t outer = 1;  // part i viewed as (outer, inner_i) bytes; the output row is every part's row in order
+  for (int j = 0; j < d; ++j) outer *= first.dim(j);
+  const size_t esize = dtype_size(first.dtype());
+  std::vector<size_t> inner;
+  size_t row = 0;
+  for (const Tensor& p : parts) {
+    size_t bytes = esize;
+    for (int j = d; j < nd; ++j) bytes *= size_t(p.dim(j));
+    inner.push_back(bytes);
+    row += bytes;
+  }
+  Tensor y = Tensor::empty(out_shape, first.dtype());  // (outer, sum of inner_i)
+  size_t offset = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    note_io({&parts[i]}, {&parts[i]});  // this part's copy reads it and writes as many bytes of y
+    const char* src = static_cast<const char*>(parts[i].raw());
+    char* dst = static_cast<char*>(y.raw()) + offset;
+    const size_t width = inner[i];
+    offset += width;
+    if (on_cpu()) {
+      ctx().launch([=] {
+        for (int64_t r = 0; r < outer; ++r) std::memcpy(dst + size_t(r) * row, src + size_t(r) * width, width);
+      });
+    } else {
+#ifdef DFLASH_CUDA
+      if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::strided_copy(src, width, dst, row, width, outer, s);
+#endif
+    }
   }
   return y;
 }
