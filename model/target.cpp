@@ -335,7 +335,7 @@ Tensor Target::run_layers(const Tensor& ids, int64_t last, const Tensor* final_n
   return x;
 }
 
-Tensor Target::features(const Tensor& ids) const {
+Tensor Target::features(const Tensor& ids, const Tensor& into) const {
   check_ids("features", ids);
   DF_CHECK(!layer_ids_.empty(), "Target::features: the target was constructed with no layer ids; fix: pass the "
                                 "drafter's target_layer_ids to the Target constructor");
@@ -348,7 +348,7 @@ Tensor Target::features(const Tensor& ids) const {
   });
   std::vector<Tensor> parts;
   for (int64_t id : layer_ids_) parts.push_back(kept[size_t(id)]);
-  return ops::concat_all(parts, 2);  // (B, S, F*H)
+  return ops::concat_all(parts, 2, into);  // (B, S, F*H)
 }
 
 std::vector<Tensor> Target::layer_outputs(const Tensor& ids, int64_t layers) const {

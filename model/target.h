@@ -39,8 +39,9 @@ class Target {
   const Tensor& inv_freq() const { return inv_freq_; }   // f32 [hd/2], rope_inv_freq(spec())
 
   // ids i32 [B, S] (S <= max_seq_len) -> [B, S, F*H]: the outputs of decoder layers layer_ids,
-  // concatenated in that order along the last dim. Runs layers 0..max(layer_ids) only.
-  Tensor features(const Tensor& ids) const;
+  // concatenated in that order along the last dim. Runs layers 0..max(layer_ids) only. A defined
+  // `into` (bf16 or f32 as the target, [B, S, F*H] elements) is written instead of a new tensor.
+  Tensor features(const Tensor& ids, const Tensor& into = Tensor()) const;
   // All L decoder layer outputs [B, S, H] (HF hidden_states[1..L], the last before the final norm);
   // with layers in [1, L], only the first `layers` of them (the rest are not computed).
   std::vector<Tensor> layer_outputs(const Tensor& ids, int64_t layers = -1) const;

@@ -68,8 +68,9 @@ Tensor swiglu_halves(const Tensor& gu);
 // Concatenation along dim (a and b agree on every other dim).
 Tensor concat(const Tensor& a, const Tensor& b, int dim);
 // Every part concatenated along dim in one pass (each part's bytes read and written once), the
-// values of chained concat; forward-only (refused when a part requires grad).
-Tensor concat_all(const std::vector<Tensor>& parts, int dim);
+// values of chained concat; forward-only (refused when a part requires grad). A defined `into`
+// (the result's dtype, size and device) is written instead of a new tensor, and returned.
+Tensor concat_all(const std::vector<Tensor>& parts, int dim, const Tensor& into = Tensor());
 Tensor sum(const Tensor& x);   // -> [1] of x's dtype
 Tensor mean(const Tensor& x);  // -> [1] of x's dtype
 

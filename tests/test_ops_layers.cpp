@@ -456,6 +456,15 @@ TEST_SUITE("ops") {
                          Error);
     NoGrad no_grad;
     CHECK(ops::concat_all({randn({2, 3}, 1), w}, 1).shape() == Shape{2, 6});
+    // A destination of the result's size is written and returned; another size is refused.
+    Tensor dst = Tensor::persistent({3, 2}, DType::i32, "dst");
+    Tensor got = ops::concat_all({Tensor::from_ints({3, 1}, {1, 2, 3}), Tensor::from_ints({3, 1}, {4, 5, 6})}, 1, dst);
+    CHECK(got.raw() == dst.raw());
+    CHECK(dst.to_ints() == std::vector<int32_t>{1, 4, 2, 5, 3, 6});
+    CHECK_THROWS_WITH_AS(ops::concat_all({Tensor::from_ints({3, 1}, {1, 2, 3})}, 1, dst),
+                         doctest::Contains("concat_all: the destination i32[3,2] 'dst' on cpu:0 must have the dtype, size "
+                                           "and device of the result i32[3,1] on cpu:0"),
+                         Error);
   }
 
   TEST_CASE("concat backward against finite differences") {

@@ -47,7 +47,7 @@ void BucketStep::target_body() const {
   DF_CHECK(target_, "target_body in offline mode");
   NoGrad no_grad;
   target_io_.stage_in();
-  ops::copy_(hidden_, target_->features(target_ids_));
+  target_->features(target_ids_, hidden_);
 }
 
 void BucketStep::forward_and_report(bool train, Recompute recompute) const {

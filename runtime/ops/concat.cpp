@@ -84,7 +84,7 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim) {
   return y;
 }
 
-Tensor concat_all(const std::vector<Tensor>& parts, int dim) {
+Tensor concat_all(const std::vector<Tensor>& parts, int dim, const Tensor& into) {
   OpScope op("concat");
   DF_CHECK(!parts.empty(), "concat_all: no parts; pass at least one tensor");
   const Tensor& first = parts[0];
@@ -123,7 +123,14 @@ Tensor concat_all(const std::vector<Tensor>& parts, int dim) {
     inner.push_back(bytes);
     row += bytes;
   }
-  Tensor y = Tensor::empty(out_shape, first.dtype());  // (outer, sum of inner_i)
+  if (into.defined()) {
+    DF_CHECK(into.dtype() == first.dtype() && into.numel() == out_shape.numel() && into.device() == first.device(),
+             "concat_all: the destination " << into.describe() << " on " << into.device().str()
+                                            << " must have the dtype, size and device of the result "
+                                            << dtype_name(first.dtype()) << out_shape.str() << " on "
+                                            << first.device().str());
+  }
+  Tensor y = into.defined() ? into : Tensor::empty(out_shape, first.dtype());  // (outer, sum of inner_i)
   size_t offset = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     note_io({&parts[i]}, {&parts[i]});  // this part's copy reads it and writes as many bytes of y
