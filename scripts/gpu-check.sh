@@ -204,11 +204,6 @@ for s in "${steps[@]}"; do
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
     cudnn-plans)  # every plan cuDNN lists for the target's causal attention, timed alone beside the default
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
-    norm-blocks-ab)  # DFLASH_NORM_MIN_BLOCKS=1 against 2 (the resident norm kernels' register cap), interleaved: the
-      # target's table at 4096 (add_rmsnorm, rmsnorm rows), then the norm kernels' tests under 2
-      step norm-blocks-ab timeout 500 bash -c "for m in 1 2 1 2; do echo \"DFLASH_NORM_MIN_BLOCKS=\$m\"; \
-        DFLASH_NORM_MIN_BLOCKS=\$m ./build/dflash-bench profile --cuda --target --seq=4096 | grep -v profile_row \
-        || exit 1; done; DFLASH_NORM_MIN_BLOCKS=2 ./build/dflash-tests --test-suite='gpu-kernels,gpu-fused-ops,gpu-ops'" ;;
     new-cases)  # the GPU test cases this session added or changed (a quick check before the whole suites)
       step new-cases timeout 300 ./build/dflash-tests --test-case='concat_all*,*cuDNN*,*cudnn*,golden target*' ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;

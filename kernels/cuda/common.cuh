@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -174,26 +173,6 @@ inline int64_t resident_row_lanes(int64_t packs) {
   int64_t G = 32;
   while (G > 1 && G / 2 >= packs) G /= 2;
   return packs % G == 0 ? G : 0;
-}
-// DFLASH_NORM_MIN_BLOCKS=1|2|3 (default 1): the blocks of 256 threads an SM must hold at once of
-// the register-resident norm kernels (add_rmsnorm, the resident rmsnorm forward), which caps their
-// registers (255, 128, 85 a thread); an experiment's knob, read at every launch.
-inline int norm_min_blocks() {
-  const char* e = std::getenv("DFLASH_NORM_MIN_BLOCKS");
-  const std::string v = e ? e : "";
-  if (v.empty() || v == "1") return 1;
-  if (v == "2") return 2;
-  if (v == "3") return 3;
-  throw std::runtime_error("DFLASH_NORM_MIN_BLOCKS=" + v + ": use 1, 2 or 3 (blocks an SM holds of the norm kernels)");
-}
-// go(std::integral_constant<int, B>{}) for B = norm_min_blocks().
-template <class F>
-void with_norm_min_blocks(F&& go) {
-  switch (norm_min_blocks()) {
-    case 2: go(std::integral_constant<int, 2>{}); return;
-    case 3: go(std::integral_constant<int, 3>{}); return;
-    default: go(std::integral_constant<int, 1>{}); return;
-  }
 }
 // go(std::integral_constant<int, P>{}) for P packs a lane in {1, 2, 4, 8, 16}; false for others.
 template <class F>

@@ -14,8 +14,8 @@ constexpr int kThreads = 256;
 // with rmsnorm_forward_resident_kernel's layout (G lanes a row, P packs a lane) and sum order.
 // Loads first: every pack of a, then of b, then the sums are stored (a store between the loads
 // would serialise them, as r may alias nothing the compiler can prove).
-template <class T, int N, int P, int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks)
+template <class T, int N, int P>
+__global__ void __launch_bounds__(kThreads)
     add_rmsnorm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
                        T* __restrict__ r_out, T* __restrict__ y, int64_t rows, int64_t D, float eps, int G) {
   const int q = int(threadIdx.x) % G;
@@ -65,11 +65,9 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
   if (G == 0) return false;
   const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
   return with_packs_per_lane(D / N / G, [&](auto p_tag) {
-    with_norm_min_blocks([&](auto b_tag) {
-      add_rmsnorm_kernel<T, N, decltype(p_tag)::value, decltype(b_tag)::value><<<grid, kThreads, 0, s>>>(
-          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(w), static_cast<T*>(r),
-          static_cast<T*>(y), rows, D, eps, int(G));
-    });
+    add_rmsnorm_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
+        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(w), static_cast<T*>(r),
+        static_cast<T*>(y), rows, D, eps, int(G));
   });
 }
 

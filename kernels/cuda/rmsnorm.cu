@@ -49,8 +49,8 @@ __global__ void rmsnorm_forward_kernel(const T* x, const T* w, T* y, float* rstd
 // order. The square sum is each lane's in pack order, then a butterfly over the row's G lanes:
 // for G = 32 the order of rmsnorm_forward_kernel, and for G < 32 the same bits too (its missing
 // lanes add zeros). Rows past the end still reach the shuffles.
-template <class T, int N, int P, int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks)
+template <class T, int N, int P>
+__global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_resident_kernel(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t D, float eps,
                                     int G) {
   const int q = int(threadIdx.x) % G;
@@ -92,10 +92,8 @@ bool launch_forward_resident(const void* x, const void* w, void* y, float* rstd,
   if (G == 0) return false;
   const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
   return with_packs_per_lane(D / N / G, [&](auto p_tag) {
-    with_norm_min_blocks([&](auto b_tag) {
-      rmsnorm_forward_resident_kernel<T, N, decltype(p_tag)::value, decltype(b_tag)::value><<<grid, kThreads, 0, s>>>(
-          static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, int(G));
-    });
+    rmsnorm_forward_resident_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, int(G));
   });
 }
 
