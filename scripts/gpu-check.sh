@@ -204,16 +204,6 @@ for s in "${steps[@]}"; do
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
     cudnn-plans)  # every plan cuDNN lists for the target's causal attention, timed alone beside the default
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
-    rope-preload-ab)  # rmsnorm_rope with its first rounds loaded before the angles (DFLASH_ROPE_PRELOAD=3, default)
-      # against after them (0): the fused-ops test under both, the kernel's duration under ncu (clocks held; first
-      # three launches at 4096), then the target's forward, interleaved
-      step rope-preload-ab timeout 500 bash -c "for m in 0 3; do DFLASH_ROPE_PRELOAD=\$m ./build/dflash-tests \
-        --test-case='fused add_rmsnorm and rmsnorm_rope*' || exit 1; done; for m in 0 3 0 3; do \
-        echo \"DFLASH_ROPE_PRELOAD=\$m\"; DFLASH_ROPE_PRELOAD=\$m ncu --metrics gpu__time_duration.sum \
-        -k regex:rmsnorm_rope -c 3 ./build/dflash-bench target --cuda --model=qwen3-8b --seq=4096 --steps=1 \
-        | grep -E 'rmsnorm_rope|gpu__time_duration' || exit 1; done; for m in 0 3 0 3; do \
-        echo \"DFLASH_ROPE_PRELOAD=\$m\"; DFLASH_ROPE_PRELOAD=\$m ./build/dflash-bench target --cuda \
-        --model=qwen3-8b --seq=4096 --steps=10 | grep -v '^{' | tail -3 || exit 1; done" ;;
     new-cases)  # the GPU test cases this session added or changed (a quick check before the whole suites)
       step new-cases timeout 300 ./build/dflash-tests --test-case='concat_all*,*cuDNN*,*cudnn*,golden target*' ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;

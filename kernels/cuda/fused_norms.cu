@@ -77,10 +77,8 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
 // one pack a lane (the resident rmsnorm with P = 1: the same sum order), and lane l's rotation
 // partner is lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded
 // to T before the rotation, as the unfused rope reads them. Every lane of a warp runs the same
-// number of head iterations, so the shuffles always see the whole warp. The first Pre rounds of
-// heads (and both weights) are loaded before the angles, so their latency overlaps the row's
-// positions, inv_freq and sincosf instead of following them; later rounds load as they go.
-template <class T, int N, int Pre>
+// number of head iterations, so the shuffles always see the whole warp.
+template <class T, int N>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
                         const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, int hd, float eps) {
@@ -88,31 +86,24 @@ __global__ void __launch_bounds__(kThreads)
   const int half = hd / 2, G = hd / N, seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
   float* cs = angles;
   float* sn = angles + half;
-  const int64_t row = blockIdx.x, heads = hq + hk;
-  const int segs = kThreads / G;
-  auto at_of = [&](int64_t h) { return h < hq ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd; };
-  auto load = [&](int64_t h) {
-    Vec<T, N> v{};
-    if (h < heads) v = *reinterpret_cast<const Vec<T, N>*>((h < hq ? q : k) + at_of(h) + lane * N);
-    return v;
-  };
-  Vec<T, N> pre[Pre > 0 ? Pre : 1], wqv{}, wkv{};
-#pragma unroll
-  for (int r = 0; r < Pre; ++r) pre[r] = load(int64_t(r) * segs + seg);
-  if (Pre > 0) {
-    if (hq > 0) wqv = *reinterpret_cast<const Vec<T, N>*>(wq + lane * N);
-    if (hk > 0) wkv = *reinterpret_cast<const Vec<T, N>*>(wk + lane * N);
-  }
+  const int64_t row = blockIdx.x;
   const float pos = float(positions[row]);
   for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
   __syncthreads();
+  const int segs = kThreads / G;
   const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
   const int f0 = (low ? lane : lane - G / 2) * N;
-  // Head h (past the end: zeros into the shuffles, nothing stored) from its loaded pack v.
-  auto head = [&](int64_t h, const Vec<T, N>& v) {
-    const bool on = h < heads, is_q = h < hq;
-    Vec<T, N> wv{};
-    if (on) wv = Pre > 0 ? (is_q ? wqv : wkv) : *reinterpret_cast<const Vec<T, N>*>((is_q ? wq : wk) + lane * N);
+  for (int64_t base = 0; base < hq + hk; base += segs) {
+    const int64_t h = base + seg;
+    const bool on = h < hq + hk, is_q = h < hq;
+    const int64_t at = is_q ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd;
+    const T* x = is_q ? q : k;
+    const T* w = is_q ? wq : wk;
+    Vec<T, N> v{}, wv{};
+    if (on) {
+      v = *reinterpret_cast<const Vec<T, N>*>(x + at + lane * N);
+      wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -126,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < N; ++i) mine[i] = to_float(from_float<T>(to_float(v.v[i]) * s * to_float(wv.v[i])));
 #pragma unroll
     for (int i = 0; i < N; ++i) other[i] = __shfl_xor_sync(0xffffffffu, mine[i], G / 2);
-    if (!on) return;
+    if (!on) continue;
     Vec<T, N> o;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -136,12 +127,8 @@ __global__ void __launch_bounds__(kThreads)
                             : __fmaf_rn(other[i], sgn, __fmul_rn(mine[i], c));
       o.v[i] = from_float<T>(out);
     }
-    *reinterpret_cast<Vec<T, N>*>((is_q ? yq : yk) + at_of(h) + lane * N) = o;
-  };
-#pragma unroll
-  for (int r = 0; r < Pre; ++r)
-    if (int64_t(r) * segs < heads) head(int64_t(r) * segs + seg, pre[r]);  // the same for the whole block
-  for (int64_t base = int64_t(Pre) * segs; base < heads; base += segs) head(base + seg, load(base + seg));
+    *reinterpret_cast<Vec<T, N>*>((is_q ? yq : yk) + at + lane * N) = o;
+  }
 }
 
 template <class T, int N>
@@ -151,16 +138,9 @@ bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const voi
   if (hd % N != 0) return false;
   const int64_t G = hd / N;
   if (G < 2 || G > 32 || resident_row_lanes(G) != G) return false;  // one pack a lane: P = 1
-  const char* e = std::getenv("DFLASH_ROPE_PRELOAD");  // an experiment's knob: 0 or 3 rounds loaded first
-  const std::string pre = e ? e : "3";
-  if (pre != "0" && pre != "3") throw std::runtime_error("DFLASH_ROPE_PRELOAD=" + pre + ": use 0 or 3");
-  auto go = [&](auto kernel) {
-    kernel<<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
-        positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
-  };
-  if (pre == "0") go(rmsnorm_rope_kernel<T, N, 0>);
-  else go(rmsnorm_rope_kernel<T, N, 3>);
+  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
+      positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
   return true;
 }
 }  // namespace
