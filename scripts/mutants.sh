@@ -322,8 +322,8 @@ mutant "DFLASH_TARGET_FUSION=off ignored (the A/B runs the fused ops twice)" "-t
   'return v == "on";' \
   'return true;'
 mutant "concat_all: every part written at the row's start" "-tc=concat_all*" \
-  'offset += width;' \
-  'offset += 0 * width;'
+  'offset += inner[i];' \
+  'offset += 0 * inner[i];'
 mutant "target features: the layers joined last to first" "-ts=target*" \
   'for (int64_t id : layer_ids_) parts.push_back(kept[size_t(id)]);' \
   'for (int64_t id : layer_ids_) parts.insert(parts.begin(), kept[size_t(id)]);'

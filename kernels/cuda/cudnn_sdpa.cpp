@@ -1,6 +1,7 @@
 // The target's causal attention on cuDNN: one cudnn-frontend graph (SDPA forward, bf16 in and out,
 // f32 softmax and accumulation, causal band, no stats) per shape, planned with heuristics mode A
-// and the first plan that builds, or with the implementation and engine asked for. Kept out of the .cu files: the frontend is heavy to compile.
+// and the first plan that builds, or with the implementation and engine asked for. Kept out of the
+// .cu files: the frontend is heavy to compile.
 #include "kernels/cuda/cudnn_sdpa.h"
 
 #include <cudnn.h>

@@ -17,10 +17,6 @@ struct CudnnSdpaDims {
   float scale;
 };
 
-// One shape's cuDNN operation graph and execution plan. Built outside stream capture (the build
-// queries the device and may compile kernels); forward may then run eagerly or inside a capture.
-// It enqueues work only on the stream it is given, reads q, k, v and the workspace and writes out
-// only, with a fixed plan: the same inputs give the same bits.
 // Which of cuDNN's plans runs: the SDPA implementation ("unified" or "composite"; empty: the
 // frontend's choice, unified where it supports the graph) and the engine's tag within it (empty:
 // the first plan cuDNN's heuristics (mode A) list that builds). The empty choice is the default.
@@ -28,6 +24,10 @@ struct CudnnSdpaPlanChoice {
   std::string implementation, engine;
 };
 
+// One shape's cuDNN operation graph and execution plan. Built outside stream capture (the build
+// queries the device and may compile kernels); forward may then run eagerly or inside a capture.
+// It enqueues work only on the stream it is given, reads q, k, v and the workspace and writes out
+// only, with a fixed plan: the same inputs give the same bits.
 class CudnnSdpa {
  public:
   // nullptr, with cuDNN's reason in *why_not, when cuDNN cannot run this shape on this device, or
@@ -43,7 +43,8 @@ class CudnnSdpa {
 
   const CudnnSdpaDims& dims() const;
   size_t workspace_bytes() const;  // the device scratch forward needs (may be 0)
-  const CudnnSdpaPlanChoice& plan() const;  // the implementation and engine built, both filled in
+  // The implementation ("auto" when the frontend chose it) and the engine tag that were built.
+  const CudnnSdpaPlanChoice& plan() const;
   // Throws std::runtime_error naming cuDNN's error when the launch is refused.
   void forward(void* cudnn_handle, const void* q, const void* k, const void* v, void* out, void* workspace,
                void* stream) const;

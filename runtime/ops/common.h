@@ -1,5 +1,7 @@
 // Helpers shared by the op implementations (not part of the public op API).
 #pragma once
+#include <cstring>
+
 #include "runtime/autograd.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
@@ -68,6 +70,23 @@ inline void note_io(std::initializer_list<const Tensor*> reads, std::initializer
   for (const Tensor* t : writes) bytes += t->defined() ? double(t->nbytes()) : 0.0;
   for (const Tensor* t : updates) bytes += t->defined() ? 2.0 * double(t->nbytes()) : 0.0;
   note_bytes_cost(bytes);
+}
+
+// dst row r [0, width) = src row r [0, width) for r < rows, any dtype: byte offsets and pitches,
+// one launch (a memcpy per row on the CPU, strided_copy on CUDA).
+inline void copy_rows(const Tensor& src, size_t src_at, size_t src_pitch, const Tensor& dst, size_t dst_at,
+                      size_t dst_pitch, size_t width, int64_t rows) {
+  const char* s = static_cast<const char*>(src.raw()) + src_at;
+  char* d = static_cast<char*>(dst.raw()) + dst_at;
+  if (on_cpu()) {
+    ctx().launch([=] {
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(d + r * dst_pitch, s + r * src_pitch, width);
+    });
+    return;
+  }
+#ifdef DFLASH_CUDA
+  if (void* st = ctx().cuda_stream_for_launch()) kernels::cuda::strided_copy(s, src_pitch, d, dst_pitch, width, rows, st);
+#endif
 }
 
 #ifdef DFLASH_CUDA

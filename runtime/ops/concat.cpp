@@ -1,7 +1,6 @@
 // concat of two tensors along one dim: a byte copy for any dtype; the backward (f32; on CUDA also
 // bf16) splits the gradient and accumulates each part into its input. concat_all: many parts in one
 // pass, forward-only.
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -134,19 +133,8 @@ Tensor concat_all(const std::vector<Tensor>& parts, int dim, const Tensor& into)
   size_t offset = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     note_io({&parts[i]}, {&parts[i]});  // this part's copy reads it and writes as many bytes of y
-    const char* src = static_cast<const char*>(parts[i].raw());
-    char* dst = static_cast<char*>(y.raw()) + offset;
-    const size_t width = inner[i];
-    offset += width;
-    if (on_cpu()) {
-      ctx().launch([=] {
-        for (int64_t r = 0; r < outer; ++r) std::memcpy(dst + size_t(r) * row, src + size_t(r) * width, width);
-      });
-    } else {
-#ifdef DFLASH_CUDA
-      if (void* s = ctx().cuda_stream_for_launch()) kernels::cuda::strided_copy(src, width, dst, row, width, outer, s);
-#endif
-    }
+    copy_rows(parts[i], 0, inner[i], y, offset, row, inner[i], outer);
+    offset += inner[i];
   }
   return y;
 }

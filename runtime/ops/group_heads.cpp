@@ -12,22 +12,6 @@ namespace dflash::ops {
 using namespace detail;
 
 namespace {
-// dst row r [0, width) = src row r [0, width) for r < rows; byte offsets and pitches.
-void copy_rows(const Tensor& src, size_t src_at, size_t src_pitch, const Tensor& dst, size_t dst_at, size_t dst_pitch,
-               size_t width, int64_t rows) {
-  const char* s = static_cast<const char*>(src.raw()) + src_at;
-  char* d = static_cast<char*>(dst.raw()) + dst_at;
-  if (on_cpu()) {
-    ctx().launch([=] {
-      for (int64_t r = 0; r < rows; ++r) std::memcpy(d + r * dst_pitch, s + r * src_pitch, width);
-    });
-    return;
-  }
-#ifdef DFLASH_CUDA
-  if (void* st = ctx().cuda_stream_for_launch()) kernels::cuda::strided_copy(s, src_pitch, d, dst_pitch, width, rows, st);
-#endif
-}
-
 void fill_rows(const Tensor& dst, size_t pitch, size_t width, int64_t rows, uint8_t byte) {
   char* d = static_cast<char*>(dst.raw());
   if (on_cpu()) {
