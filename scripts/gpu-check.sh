@@ -204,8 +204,17 @@ for s in "${steps[@]}"; do
     profile-1024) step profile-1024 timeout 200 ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=1024:128 ;;
     cudnn-plans)  # every plan cuDNN lists for the target's causal attention, timed alone beside the default
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
-    new-cases)  # the GPU test cases this session added or changed (a quick check before the whole suites)
-      step new-cases timeout 300 ./build/dflash-tests --test-case='concat_all*,*cuDNN*,*cudnn*,golden target*' ;;
+    new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
+      step new-cases timeout 300 ./build/dflash-tests --test-suite='gpu*' \
+        --test-case='*linear_cross_entropy*,*swiglu*,the golden step on the GPU*,*golden case on the GPU*' ;;
+    ncu-drafter)  # the drafter's memory-bound kernels in the qwen3-8b step at 4096:512: Nsight Compute's figures
+      # for the first two launches of each (the step's shapes; the bench records before it replays)
+      step ncu-drafter timeout 500 bash -c "rc=0; for k in ce_rows_forward swiglu_backward rmsnorm_backward \
+        rmsnorm_forward rope_kernel; do r=$out/ncu-\$k; ncu --set full -k regex:\$k -c 2 -o \$r -f \
+        ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=1 >/dev/null && ncu --import \
+        \$r.ncu-rep --page details --print-units base | grep -E \
+        '^  [a-zA-Z_]|Duration|Throughput|Registers Per|Occupancy|Issue Slots Busy|Executed Ipc A|Grid Size|L2 Hit' \
+        || rc=1; rm -f \$r.ncu-rep; done; exit \$rc" ;;
     attention) step attention timeout 400 ./build/dflash-bench attention --reps=20 ;;
     attention-tests) step attention-tests bash -c "./build/dflash-tests --test-suite='gpu-attention,attention*' \
       && DFLASH_ATTENTION=v1 ./build/dflash-tests --test-suite='gpu-attention'" ;;

@@ -3,6 +3,10 @@
 // one block per row for logsumexp, CE and argmax (forward; in training also the unit-upstream
 // dlogits, written over the logits) or dlogits (backward when the lm_head needs its gradient,
 // followed by the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order.
+// The row kernels read the logits twice and write them once; they stay bandwidth-bound only if a
+// logit costs a few instructions: exp(x - m) is ex2.approx((x - m) * log2e), an FADD, an FMUL and an
+// MUFU (x - m as exact as in expf(x - m), so logits near 1e4 lose nothing; relative error about
+// 3e-7), and a pack's argmax is looked for only when the pack raises the running maximum.
 #include <cmath>
 #include <type_traits>
 
@@ -21,6 +25,18 @@ struct SoftmaxState {
   float m, s;
   int64_t best;
 };
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x by the SFU: +0 for -inf and for results below 2^-126, NaN for NaN.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// exp(x - m); exp(-inf) = 0, NaN for NaN.
+__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2_approx(__fmul_rn(__fsub_rn(x, m), kLog2e)); }
 
 // exp-sum s taken at max m, moved to max M >= m. A state whose max is M already keeps s as is
 // (this also keeps a NaN sum, and avoids -inf - -inf).
@@ -55,22 +71,27 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
   for (int64_t j = int64_t(threadIdx.x) * N; j < V; j += int64_t(kThreads) * N) {
     const Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
     float xs[N];
-    float pack_max = -INFINITY;
-    int pack_best = -1;
+    float pack_max = -INFINITY;  // fmaxf skips NaN: a pack of NaN and -inf never raises the max
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       xs[k] = to_float(v.v[k]);
-      if (xs[k] > pack_max) pack_max = xs[k], pack_best = k;
+      pack_max = fmaxf(pack_max, xs[k]);
     }
-    if (pack_max > st.m) {
+    if (pack_max > st.m) {  // rare once the row's maximum is met: only here the index is sought
+      int pack_best = N - 1;
+#pragma unroll
+      for (int k = N - 1; k >= 0; --k)
+        if (xs[k] == pack_max) pack_best = k;  // the first maximum (+0 and -0 tie, as with >)
       st.s *= expf(st.m - pack_max);  // exp(-inf) = 0 keeps a NaN sum NaN
       st.m = pack_max;
       st.best = j + pack_best;
     }
+    // While the max is -inf every logit so far is -inf or NaN: shift by 0 so that -inf adds 0 and
+    // NaN adds NaN (a shift by -inf would make -inf - -inf a NaN).
+    const float shift = st.m == -INFINITY ? 0.0f : st.m;
     float pack_sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < N; ++k)
-      if (xs[k] != -INFINITY) pack_sum += expf(xs[k] - st.m);
+    for (int k = 0; k < N; ++k) pack_sum += exp_shifted(xs[k], shift);
     st.s += pack_sum;
   }
   for (int o = 16; o > 0; o >>= 1) {
@@ -106,12 +127,17 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
       for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(fill);
     } else {
       const Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(x + j);
+      float g[N];
 #pragma unroll
-      for (int k = 0; k < N; ++k) {
-        float g = w * expf(to_float(v.v[k]) - row_lse);
-        if (j + k == label) g -= w;
-        out.v[k] = from_float<T>(g);
+      for (int k = 0; k < N; ++k) g[k] = w * exp_shifted(to_float(v.v[k]), row_lse);
+      const int64_t at = int64_t(label) - j;
+      if (at >= 0 && at < N) {
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          if (k == at) g[k] -= w;
       }
+#pragma unroll
+      for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(g[k]);
     }
     *reinterpret_cast<Vec<T, N>*>(d + j) = out;
   }
@@ -153,7 +179,7 @@ __global__ void ce_rows_backward_kernel(const T* logits, const int32_t* labels, 
   }
   const float s = dloss[0] * w, row_lse = lse[r];
   for (int64_t v = threadIdx.x; v < V; v += kThreads) {
-    float g = s * expf(to_float(x[v]) - row_lse);
+    float g = s * exp_shifted(to_float(x[v]), row_lse);
     if (v == label) g -= s;
     d[v] = from_float<T>(g);
   }

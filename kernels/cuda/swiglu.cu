@@ -10,14 +10,9 @@ namespace dflash::kernels::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float sigmoid(float v) {
-  if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-  float e = expf(v);
-  return e / (1.0f + e);
-}
-
-// The forward's sigmoid: exp of -|v| through the SFU and one correctly rounded reciprocal
-// instead of expf and an IEEE division (within 1e-6 of sigmoid(); the backward keeps sigmoid()).
+// sigmoid(v) = 1 / (1 + e) for v >= 0, else e / (1 + e), with e = exp(-|v|) through the SFU and one
+// correctly rounded reciprocal instead of expf and an IEEE division (within 1e-6 of the CPU's;
+// forward and backward alike, so the backward is a few instructions an element and bandwidth-bound).
 __device__ __forceinline__ float fast_sigmoid(float v) {
   const float e = __expf(-fabsf(v));
   const float r = __frcp_rn(1.0f + e);
@@ -53,7 +48,7 @@ __global__ void __launch_bounds__(kThreads)
     load_pack(u + e, uv);
     load_pack(dy + e, dv);
 #pragma unroll
-    for (int j = 0; j < kPack; ++j) s[j] = sigmoid(gv[j]);
+    for (int j = 0; j < kPack; ++j) s[j] = fast_sigmoid(gv[j]);
     if (dg) {
       if (dg_fresh) {
 #pragma unroll
@@ -78,7 +73,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   for (int64_t i = packs * kPack + first; i < n; i += stride) {
-    const float gi = to_float(g[i]), ui = to_float(u[i]), d = to_float(dy[i]), s = sigmoid(gi);
+    const float gi = to_float(g[i]), ui = to_float(u[i]), d = to_float(dy[i]), s = fast_sigmoid(gi);
     if (dg) dg[i] = from_float<TG>(dgate(dg_fresh ? 0.0f : to_float(dg[i]), gi, ui, d, s));
     if (du) du[i] = from_float<TU>(dup(du_fresh ? 0.0f : to_float(du[i]), gi, d, s));
   }
