@@ -206,7 +206,7 @@ for s in "${steps[@]}"; do
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
     new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
       step new-cases timeout 300 ./build/dflash-tests --test-suite='gpu*' \
-        --test-case='*linear_cross_entropy*,*swiglu*,the golden step on the GPU*,*golden case on the GPU*' ;;
+        --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*,the golden step on the GPU*,*golden case on the GPU*,*fused forward*' ;;
     ncu-drafter)  # the drafter's memory-bound kernels in the qwen3-8b step at 4096:512: Nsight Compute's figures
       # for the first two launches of each (the step's shapes; the bench records before it replays)
       step ncu-drafter timeout 500 bash -c "rc=0; for k in ce_rows_forward swiglu_backward rmsnorm_backward \

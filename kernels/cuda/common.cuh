@@ -109,6 +109,53 @@ __device__ __forceinline__ void store_pack(bf16_t* p, const float (&v)[kPack]) {
       make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
 }
 
+// ---- 16-byte words: a row held in registers ----
+// One 16-byte access (16 / sizeof(T) elements, a power of two) kept as four 32-bit words. A kernel
+// that holds a whole row this way needs 4 registers per access; held as Vec<bf16_t, 8> the values
+// pass through 16-bit registers, and ptxas gave each its own (148 registers instead of 80 for a
+// 4096-wide bf16 row over 32 lanes).
+template <class T>
+struct Words16 {
+  static constexpr int kElems = 16 / int(sizeof(T));
+  uint4 u;
+};
+template <class T>
+__device__ __forceinline__ Words16<T> load_words16(const T* p) {
+  return {*reinterpret_cast<const uint4*>(p)};
+}
+template <class T>
+__device__ __forceinline__ void store_words16(T* p, const Words16<T>& w) {
+  *reinterpret_cast<uint4*>(p) = w.u;
+}
+__device__ __forceinline__ void to_floats(const Words16<bf16_t>& w, float (&v)[8]) { unpack(RawPack<bf16_t>{w.u}, v); }
+__device__ __forceinline__ void to_floats(const Words16<float>& w, float (&v)[4]) {
+  v[0] = __uint_as_float(w.u.x), v[1] = __uint_as_float(w.u.y), v[2] = __uint_as_float(w.u.z),
+  v[3] = __uint_as_float(w.u.w);
+}
+// Claims (by an empty asm) to rewrite the words, so floats unpacked from them before this point are
+// unpacked again after it instead of staying live beside them (a row's second pass then needs 4
+// registers an access, not 12).
+template <class T>
+__device__ __forceinline__ void hold_words(Words16<T>& w) {
+  asm volatile("" : "+r"(w.u.x), "+r"(w.u.y), "+r"(w.u.z), "+r"(w.u.w));
+}
+// lo, hi rounded to nearest even into one word (lo at the lower address), as pack_bf16x2, but by one
+// opaque cvt: the compiler cannot keep the halves in 16-bit registers and rebuild the word later.
+__device__ __forceinline__ uint32_t pack_bf16x2_word(float lo, float hi) {
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+// Rounded to T as from_float<T> rounds each element.
+template <class T>
+__device__ __forceinline__ Words16<T> from_floats(const float (&v)[Words16<T>::kElems]) {
+  if constexpr (std::is_same_v<T, bf16_t>)
+    return {make_uint4(pack_bf16x2_word(v[0], v[1]), pack_bf16x2_word(v[2], v[3]), pack_bf16x2_word(v[4], v[5]),
+                       pack_bf16x2_word(v[6], v[7]))};
+  else
+    return {make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]))};
+}
+
 // ---- dtype dispatch at launch ----
 // with_dtype(flag, f) calls f(Type<bf16_t>{}) when flag is set, f(Type<float>{}) otherwise, so a
 // launcher instantiates one kernel per combination of pointer dtypes (no per-element branches).

@@ -53,21 +53,22 @@ template <class T, int N, int P>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_resident_kernel(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t D, float eps,
                                     int G) {
+  static_assert(N == Words16<T>::kElems, "one 16-byte access a pack");
   const int q = int(threadIdx.x) % G;
   const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
   const bool on = r < rows;
-  Vec<T, N> v[P];
-  float ss = 0.0f;
+  Words16<T> v[P];
 #pragma unroll
   for (int k = 0; k < P; ++k)
-    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(x + r * D + (int64_t(k) * G + q) * N);
+    v[k] = on ? load_words16(x + r * D + (int64_t(k) * G + q) * N) : Words16<T>{make_uint4(0, 0, 0, 0)};
+  float ss = 0.0f;  // rows past the end add zeros
 #pragma unroll
-  for (int k = 0; k < P; ++k)
+  for (int k = 0; k < P; ++k) {
+    float f[N];
+    to_floats(v[k], f);
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float f = on ? to_float(v[k].v[i]) : 0.0f;
-      ss += f * f;
-    }
+    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
+  }
   for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (!on) return;
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
@@ -75,11 +76,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < P; ++k) {
     const int64_t j = (int64_t(k) * G + q) * N;
-    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + j);
-    Vec<T, N> o;
+    float f[N], wf[N];
+    to_floats(v[k], f);
+    to_floats(load_words16(w + j), wf);
 #pragma unroll
-    for (int i = 0; i < N; ++i) o.v[i] = from_float<T>(to_float(v[k].v[i]) * s * to_float(wv.v[i]));
-    *reinterpret_cast<Vec<T, N>*>(y + r * D + j) = o;
+    for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
+    store_words16(y + r * D + j, from_floats<T>(f));
   }
 }
 
@@ -181,7 +183,10 @@ __global__ void __launch_bounds__(kThreads)
 // the 8 warp sums in warp order (double-buffered shared memory: one barrier per row). dw: each
 // column has one owner thread, which sums its rows in row order into partials[p, :].
 template <class TX, class TDY, class TDX, int C>
-__global__ void __launch_bounds__(kThreads)
+constexpr bool kPrefetchRows = sizeof(TX) == 2 && sizeof(TDY) == 2 && sizeof(TDX) == 2 && C <= 2;
+
+template <class TX, class TDY, class TDX, int C>
+__global__ void __launch_bounds__(kThreads, kPrefetchRows<TX, TDY, TDX, C> ? 3 : 1)
     rmsnorm_backward_block_kernel(const TX* x, const TX* w, const float* rstd, const TDY* dy, TDX* dx,
                                   float* partials, int64_t rows, int64_t D, int64_t rows_per, bool dx_fresh) {
   __shared__ float warp_sums[2][kThreads / 32];
@@ -189,19 +194,33 @@ __global__ void __launch_bounds__(kThreads)
   float acc[C][kPack] = {};
   int buffer = 0;
   const int64_t r0 = blockIdx.x * rows_per, r1 = r0 + rows_per < rows ? r0 + rows_per : rows;
-  for (int64_t r = r0; r < r1; ++r) {
-    const float s = rstd[r];
-    // The row's loads are issued together and held raw (bf16: 4 registers a pack) across the barrier.
-    RawPack<TX> xr[C];
-    RawPack<TDY> dr[C];
-    RawPack<TDX> orr[C];
+  // A row's x and dy are held raw (bf16: 4 registers a pack) across the barrier; for all-bf16 rows of
+  // at most 2 packs a thread, the next row's are loaded while this one computes (70 -> 80
+  // registers, 3 blocks an SM by the launch bound), so each block keeps loads in flight through the barrier.
+  constexpr bool kPrefetch = kPrefetchRows<TX, TDY, TDX, C>;
+  RawPack<TX> xr[C];
+  RawPack<TDY> dr[C];
+  auto load_row = [&](int64_t row, RawPack<TX> (&xs)[C], RawPack<TDY> (&ds)[C]) {
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       const int p = t + k * kThreads;
       if (p >= packs) continue;
-      xr[k] = load_raw(x + r * D + p * kPack);
-      dr[k] = load_raw(dy + r * D + p * kPack);
-      if (dx && !dx_fresh) orr[k] = load_raw(dx + r * D + p * kPack);
+      xs[k] = load_raw(x + row * D + p * kPack);
+      ds[k] = load_raw(dy + row * D + p * kPack);
+    }
+  };
+  if (kPrefetch && r0 < r1) load_row(r0, xr, dr);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float s = rstd[r];
+    RawPack<TX> xn[C];
+    RawPack<TDY> dn[C];
+    if (kPrefetch && r + 1 < r1) load_row(r + 1, xn, dn);
+    if (!kPrefetch) load_row(r, xr, dr);
+    RawPack<TDX> orr[C];
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const int p = t + k * kThreads;
+      if (p < packs && dx && !dx_fresh) orr[k] = load_raw(dx + r * D + p * kPack);
     }
     if (dx) {  // uniform: every thread reaches the barrier
       float dot = 0.0f;
@@ -253,6 +272,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < kPack; ++j) acc[k][j] = dw_term(acc[k][j], dv[j], xv[j], s);
       }
+    }
+    if (kPrefetch && r + 1 < r1) {
+#pragma unroll
+      for (int k = 0; k < C; ++k) xr[k] = xn[k], dr[k] = dn[k];
     }
   }
   if (!partials) return;
