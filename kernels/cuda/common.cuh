@@ -112,8 +112,8 @@ __device__ __forceinline__ void store_pack(bf16_t* p, const float (&v)[kPack]) {
 // ---- 16-byte words: a row held in registers ----
 // One 16-byte access (16 / sizeof(T) elements, a power of two) kept as four 32-bit words. A kernel
 // that holds a whole row this way needs 4 registers per access; held as Vec<bf16_t, 8> the values
-// pass through 16-bit registers, and ptxas gave each its own (148 registers instead of 80 for a
-// 4096-wide bf16 row over 32 lanes).
+// pass through 16-bit registers, and ptxas gave each its own (rmsnorm's resident forward: 148
+// registers instead of 80 for a 4096-wide bf16 row over 32 lanes).
 template <class T>
 struct Words16 {
   static constexpr int kElems = 16 / int(sizeof(T));
@@ -131,13 +131,6 @@ __device__ __forceinline__ void to_floats(const Words16<bf16_t>& w, float (&v)[8
 __device__ __forceinline__ void to_floats(const Words16<float>& w, float (&v)[4]) {
   v[0] = __uint_as_float(w.u.x), v[1] = __uint_as_float(w.u.y), v[2] = __uint_as_float(w.u.z),
   v[3] = __uint_as_float(w.u.w);
-}
-// Claims (by an empty asm) to rewrite the words, so floats unpacked from them before this point are
-// unpacked again after it instead of staying live beside them (a row's second pass then needs 4
-// registers an access, not 12).
-template <class T>
-__device__ __forceinline__ void hold_words(Words16<T>& w) {
-  asm volatile("" : "+r"(w.u.x), "+r"(w.u.y), "+r"(w.u.z), "+r"(w.u.w));
 }
 // lo, hi rounded to nearest even into one word (lo at the lower address), as pack_bf16x2, but by one
 // opaque cvt: the compiler cannot keep the halves in 16-bit registers and rebuild the word later.

@@ -12,55 +12,48 @@ constexpr int kThreads = 256;
 
 // a, b, r, y (rows, D), w (D): r = a + b rounded to T (add_forward's map), then y = rmsnorm(r) * w
 // with rmsnorm_forward_resident_kernel's layout (G lanes a row, P packs a lane) and sum order.
-// Loads first: every pack of a, then of b; the sums are stored after the last load, so no store
-// orders them. The row is held as 32-bit words: 80 registers at bf16, P = 16 (3 blocks an SM; held
-// as Vec<bf16_t, 8> it took 255).
+// Loads first: every pack of a, then of b, then the sums are stored (a store between the loads
+// would serialise them, as r may alias nothing the compiler can prove).
 template <class T, int N, int P>
-__global__ void __launch_bounds__(kThreads, sizeof(T) == 2 ? 3 : 1)
-    add_rmsnorm_kernel(const T* a, const T* b, const T* w, T* r_out, T* y, int64_t rows, int64_t D, float eps, int G) {
-  static_assert(N == Words16<T>::kElems, "one 16-byte access a pack");
+__global__ void __launch_bounds__(kThreads)
+    add_rmsnorm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
+                       T* __restrict__ r_out, T* __restrict__ y, int64_t rows, int64_t D, float eps, int G) {
   const int q = int(threadIdx.x) % G;
   const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
   const bool on = r < rows;
-  Words16<T> v[P];  // a, then r = a + b: the row held as 32-bit words (rows past the end: zeros)
+  Vec<T, N> v[P];
 #pragma unroll
   for (int k = 0; k < P; ++k)
-    v[k] = on ? load_words16(a + r * D + (int64_t(k) * G + q) * N) : Words16<T>{make_uint4(0, 0, 0, 0)};
+    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(a + r * D + (int64_t(k) * G + q) * N);
 #pragma unroll
   for (int k = 0; k < P; ++k) {
     if (!on) continue;
-    float fa[N], fb[N];
-    to_floats(v[k], fa);
-    to_floats(load_words16(b + r * D + (int64_t(k) * G + q) * N), fb);
+    const Vec<T, N> vb = *reinterpret_cast<const Vec<T, N>*>(b + r * D + (int64_t(k) * G + q) * N);
 #pragma unroll
-    for (int i = 0; i < N; ++i) fa[i] = fa[i] + fb[i];
-    v[k] = from_floats<T>(fa);
+    for (int i = 0; i < N; ++i) v[k].v[i] = from_float<T>(to_float(v[k].v[i]) + to_float(vb.v[i]));
   }
 #pragma unroll
   for (int k = 0; k < P; ++k)
-    if (on) store_words16(r_out + r * D + (int64_t(k) * G + q) * N, v[k]);
+    if (on) *reinterpret_cast<Vec<T, N>*>(r_out + r * D + (int64_t(k) * G + q) * N) = v[k];
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < P; ++k) {
-    float f[N];
-    to_floats(v[k], f);
+  for (int k = 0; k < P; ++k)
 #pragma unroll
-    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
-  }
+    for (int i = 0; i < N; ++i) {
+      const float f = on ? to_float(v[k].v[i]) : 0.0f;
+      ss += f * f;
+    }
   for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (!on) return;
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
 #pragma unroll
-  for (int k = 0; k < P; ++k) hold_words(v[k]);  // bf16, P = 16: 195 registers without
-#pragma unroll
   for (int k = 0; k < P; ++k) {
     const int64_t j = (int64_t(k) * G + q) * N;
-    float f[N], wf[N];
-    to_floats(v[k], f);
-    to_floats(load_words16(w + j), wf);
+    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + j);
+    Vec<T, N> o;
 #pragma unroll
-    for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
-    store_words16(y + r * D + j, from_floats<T>(f));
+    for (int i = 0; i < N; ++i) o.v[i] = from_float<T>(to_float(v[k].v[i]) * s * to_float(wv.v[i]));
+    *reinterpret_cast<Vec<T, N>*>(y + r * D + j) = o;
   }
 }
 

@@ -48,7 +48,8 @@ __global__ void rmsnorm_forward_kernel(const T* x, const T* w, T* y, float* rstd
 // are loaded once, all at once, and held in registers; lane q owns packs q, q + G, ... in that
 // order. The square sum is each lane's in pack order, then a butterfly over the row's G lanes:
 // for G = 32 the order of rmsnorm_forward_kernel, and for G < 32 the same bits too (its missing
-// lanes add zeros). Rows past the end still reach the shuffles.
+// lanes add zeros). Rows past the end still reach the shuffles. The packs are held as 32-bit words
+// (Words16): 80 registers at bf16, P = 16, against 148 as Vec<bf16_t, 8> (3 blocks an SM, not 1).
 template <class T, int N, int P>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_resident_kernel(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t D, float eps,
@@ -183,10 +184,7 @@ __global__ void __launch_bounds__(kThreads)
 // the 8 warp sums in warp order (double-buffered shared memory: one barrier per row). dw: each
 // column has one owner thread, which sums its rows in row order into partials[p, :].
 template <class TX, class TDY, class TDX, int C>
-constexpr bool kPrefetchRows = sizeof(TX) == 2 && sizeof(TDY) == 2 && sizeof(TDX) == 2 && C <= 2;
-
-template <class TX, class TDY, class TDX, int C>
-__global__ void __launch_bounds__(kThreads, kPrefetchRows<TX, TDY, TDX, C> ? 3 : 1)
+__global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_block_kernel(const TX* x, const TX* w, const float* rstd, const TDY* dy, TDX* dx,
                                   float* partials, int64_t rows, int64_t D, int64_t rows_per, bool dx_fresh) {
   __shared__ float warp_sums[2][kThreads / 32];
@@ -194,33 +192,19 @@ __global__ void __launch_bounds__(kThreads, kPrefetchRows<TX, TDY, TDX, C> ? 3 :
   float acc[C][kPack] = {};
   int buffer = 0;
   const int64_t r0 = blockIdx.x * rows_per, r1 = r0 + rows_per < rows ? r0 + rows_per : rows;
-  // A row's x and dy are held raw (bf16: 4 registers a pack) across the barrier; for all-bf16 rows of
-  // at most 2 packs a thread, the next row's are loaded while this one computes (70 -> 80
-  // registers, 3 blocks an SM by the launch bound), so each block keeps loads in flight through the barrier.
-  constexpr bool kPrefetch = kPrefetchRows<TX, TDY, TDX, C>;
-  RawPack<TX> xr[C];
-  RawPack<TDY> dr[C];
-  auto load_row = [&](int64_t row, RawPack<TX> (&xs)[C], RawPack<TDY> (&ds)[C]) {
-#pragma unroll
-    for (int k = 0; k < C; ++k) {
-      const int p = t + k * kThreads;
-      if (p >= packs) continue;
-      xs[k] = load_raw(x + row * D + p * kPack);
-      ds[k] = load_raw(dy + row * D + p * kPack);
-    }
-  };
-  if (kPrefetch && r0 < r1) load_row(r0, xr, dr);
   for (int64_t r = r0; r < r1; ++r) {
     const float s = rstd[r];
-    RawPack<TX> xn[C];
-    RawPack<TDY> dn[C];
-    if (kPrefetch && r + 1 < r1) load_row(r + 1, xn, dn);
-    if (!kPrefetch) load_row(r, xr, dr);
+    // The row's loads are issued together and held raw (bf16: 4 registers a pack) across the barrier.
+    RawPack<TX> xr[C];
+    RawPack<TDY> dr[C];
     RawPack<TDX> orr[C];
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       const int p = t + k * kThreads;
-      if (p < packs && dx && !dx_fresh) orr[k] = load_raw(dx + r * D + p * kPack);
+      if (p >= packs) continue;
+      xr[k] = load_raw(x + r * D + p * kPack);
+      dr[k] = load_raw(dy + r * D + p * kPack);
+      if (dx && !dx_fresh) orr[k] = load_raw(dx + r * D + p * kPack);
     }
     if (dx) {  // uniform: every thread reaches the barrier
       float dot = 0.0f;
@@ -272,10 +256,6 @@ __global__ void __launch_bounds__(kThreads, kPrefetchRows<TX, TDY, TDX, C> ? 3 :
 #pragma unroll
         for (int j = 0; j < kPack; ++j) acc[k][j] = dw_term(acc[k][j], dv[j], xv[j], s);
       }
-    }
-    if (kPrefetch && r + 1 < r1) {
-#pragma unroll
-      for (int k = 0; k < C; ++k) xr[k] = xn[k], dr[k] = dn[k];
     }
   }
   if (!partials) return;
