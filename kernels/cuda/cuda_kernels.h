@@ -37,6 +37,9 @@ struct GemmArgs {
   const void* addend = nullptr;
 };
 void gemm(const GemmArgs& g, void* cublas_handle, void* stream);
+// Tells compute-sanitizer's initcheck that cuBLAS's workspace holds defined bytes (it cannot see
+// cuBLAS's own stores there); a no-op without the tool.
+void mark_gemm_workspace_initialized(void* workspace, size_t bytes, void* stream);
 
 // metrics.cu: as kernels/cpu/metrics.cpp (single block, fixed order).
 void normalize_weights(const float* w, int64_t n, float eps, float* out, void* stream);

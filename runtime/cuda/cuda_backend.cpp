@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "kernels/cuda/cuda_kernels.h"
 #include "runtime/error.h"
 
 namespace dflash::cuda_backend {
@@ -102,6 +103,7 @@ void* create_cublas(void* stream, void* workspace, size_t workspace_bytes) {
   DF_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed");
   cublasSetStream(h, static_cast<cudaStream_t>(stream));
   DF_CHECK(cublasSetWorkspace(h, workspace, workspace_bytes) == CUBLAS_STATUS_SUCCESS, "cublasSetWorkspace failed");
+  kernels::cuda::mark_gemm_workspace_initialized(workspace, workspace_bytes, stream);
   cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
   return h;
 }
