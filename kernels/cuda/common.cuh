@@ -47,6 +47,14 @@ __device__ __forceinline__ float from_float<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ bf16_t from_float<bf16_t>(float v) { return __float2bfloat16(v); }
 
+// 2^x with flush to zero (one MUFU.EX2; exp2(-inf) = 0, NaN for NaN). Deterministic: same input,
+// same bits.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // N elements of T loaded or stored as one access (16 bytes when N * sizeof(T) == 16).
 template <class T, int N>
 struct alignas(sizeof(T) * N) Vec {
@@ -132,19 +140,11 @@ __device__ __forceinline__ void to_floats(const Words16<float>& w, float (&v)[4]
   v[0] = __uint_as_float(w.u.x), v[1] = __uint_as_float(w.u.y), v[2] = __uint_as_float(w.u.z),
   v[3] = __uint_as_float(w.u.w);
 }
-// lo, hi rounded to nearest even into one word (lo at the lower address), as pack_bf16x2, but by one
-// opaque cvt: the compiler cannot keep the halves in 16-bit registers and rebuild the word later.
-__device__ __forceinline__ uint32_t pack_bf16x2_word(float lo, float hi) {
-  uint32_t w;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-  return w;
-}
 // Rounded to T as from_float<T> rounds each element.
 template <class T>
 __device__ __forceinline__ Words16<T> from_floats(const float (&v)[Words16<T>::kElems]) {
   if constexpr (std::is_same_v<T, bf16_t>)
-    return {make_uint4(pack_bf16x2_word(v[0], v[1]), pack_bf16x2_word(v[2], v[3]), pack_bf16x2_word(v[4], v[5]),
-                       pack_bf16x2_word(v[6], v[7]))};
+    return {make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]))};
   else
     return {make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]))};
 }

@@ -205,12 +205,7 @@ __device__ __forceinline__ void a_from_acc(uint32_t (&r)[NP][4], const float (&c
   split_pair<NP>(c1[2], c1[3], &r[0][3], &r[NP - 1][3]);
 }
 
-// 2^x with flush to zero (one MUFU.EX2; exp2(-inf) = 0). Deterministic: same input, same bits.
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
+using cuda::exp2_ftz;  // common.cuh; the kernels call it attn::exp2_ftz
 
 // Max and sum over the 4 lanes of a quad (the lanes holding one accumulator row), fixed order.
 __device__ __forceinline__ float quad_max(float v) {

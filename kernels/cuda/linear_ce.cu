@@ -28,15 +28,8 @@ struct SoftmaxState {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// 2^x by the SFU: +0 for -inf and for results below 2^-126, NaN for NaN.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// exp(x - m); exp(-inf) = 0, NaN for NaN.
-__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2_approx(__fmul_rn(__fsub_rn(x, m), kLog2e)); }
+// exp(x - m) by the SFU (common.cuh's exp2_ftz): exp(-inf) = 0, NaN for NaN.
+__device__ __forceinline__ float exp_shifted(float x, float m) { return exp2_ftz(__fmul_rn(__fsub_rn(x, m), kLog2e)); }
 
 // exp-sum s taken at max m, moved to max M >= m. A state whose max is M already keeps s as is
 // (this also keeps a NaN sum, and avoids -inf - -inf).
