@@ -207,10 +207,10 @@ for s in "${steps[@]}"; do
     new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
       step new-cases timeout 300 ./build/dflash-tests --test-suite='gpu*' \
         --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*,the golden step on the GPU*,*golden case on the GPU*,*fused forward*' ;;
-    sanitize-new)  # the kernels this session changed (linear_ce's rows, swiglu's backward, rmsnorm's resident
-      # forward) under memcheck and initcheck, on their GPU test cases
-      step sanitize-new-memcheck san memcheck 200 'gpu*' --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*'
-      step sanitize-new-initcheck san initcheck 200 'gpu*' --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*' ;;
+    sanitize-new)  # the kernels the last sessions changed (linear_ce's rows, swiglu, the norms: rmsnorm's
+      # resident forward, the target's add_rmsnorm and rmsnorm_rope) under memcheck and initcheck, on their GPU cases
+      step sanitize-new-memcheck san memcheck 200 'gpu*' --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*,*fused*'
+      step sanitize-new-initcheck san initcheck 200 'gpu*' --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*,*fused*' ;;
     ncu-drafter)  # the drafter's memory-bound kernels in the qwen3-8b step at 4096:512: Nsight Compute's figures
       # for the first two launches of each (the step's shapes; the bench records before it replays)
       step ncu-drafter timeout 500 bash -c "rc=0; for k in ce_rows_forward swiglu_backward rmsnorm_backward \

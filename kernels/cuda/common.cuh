@@ -55,6 +55,14 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+// 1/x within 1 ulp (one MUFU.RCP, flush to zero); for x in [1, 2], where no operand or result is
+// denormal, infinite or NaN. Deterministic: same input, same bits.
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // N elements of T loaded or stored as one access (16 bytes when N * sizeof(T) == 16).
 template <class T, int N>
 struct alignas(sizeof(T) * N) Vec {
@@ -134,6 +142,11 @@ __device__ __forceinline__ Words16<T> load_words16(const T* p) {
 template <class T>
 __device__ __forceinline__ void store_words16(T* p, const Words16<T>& w) {
   *reinterpret_cast<uint4*>(p) = w.u;
+}
+// Keeps a pack in its words across the asm: the compiler cannot carry the unpacked floats instead.
+template <class T>
+__device__ __forceinline__ void hold_words(Words16<T>& w) {
+  asm volatile("" : "+r"(w.u.x), "+r"(w.u.y), "+r"(w.u.z), "+r"(w.u.w));
 }
 __device__ __forceinline__ void to_floats(const Words16<bf16_t>& w, float (&v)[8]) { unpack(RawPack<bf16_t>{w.u}, v); }
 __device__ __forceinline__ void to_floats(const Words16<float>& w, float (&v)[4]) {

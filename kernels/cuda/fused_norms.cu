@@ -12,48 +12,63 @@ constexpr int kThreads = 256;
 
 // a, b, r, y (rows, D), w (D): r = a + b rounded to T (add_forward's map), then y = rmsnorm(r) * w
 // with rmsnorm_forward_resident_kernel's layout (G lanes a row, P packs a lane) and sum order.
-// Loads first: every pack of a, then of b, then the sums are stored (a store between the loads
-// would serialise them, as r may alias nothing the compiler can prove).
+// The row is held as 32-bit words (Words16): all of a is loaded, then b in two halves (its first
+// half in flight beside a), so at bf16, P = 16, the kernel fits 128 registers: 2 blocks an SM,
+// whose load phases overlap each other's sums and stores (as Vec<bf16_t, 8>: 255 registers, one
+// block; capped at 80, 3 blocks, b's loads were serialised and it ran 9 % slower).
 template <class T, int N, int P>
-__global__ void __launch_bounds__(kThreads)
-    add_rmsnorm_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
-                       T* __restrict__ r_out, T* __restrict__ y, int64_t rows, int64_t D, float eps, int G) {
+__global__ void __launch_bounds__(kThreads, sizeof(T) == 2 && P == 16 ? 2 : 1)
+    add_rmsnorm_kernel(const T* a, const T* b, const T* w, T* r_out, T* y, int64_t rows, int64_t D, float eps, int G) {
+  static_assert(N == Words16<T>::kElems, "one 16-byte access a pack");
+  constexpr int H = (P + 1) / 2;  // b's first half
   const int q = int(threadIdx.x) % G;
   const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
   const bool on = r < rows;
-  Vec<T, N> v[P];
+  const Words16<T> zero{make_uint4(0, 0, 0, 0)};
+  auto at = [&](int k) { return r * D + (int64_t(k) * G + q) * N; };
+  Words16<T> v[P], vb[H];  // v: a, then r = a + b (rows past the end: zeros)
+#pragma unroll
+  for (int k = 0; k < P; ++k) v[k] = on ? load_words16(a + at(k)) : zero;
+  auto add_half = [&](int k0, int k1) {
+#pragma unroll
+    for (int k = k0; k < k1; ++k) vb[k - k0] = on ? load_words16(b + at(k)) : zero;
+#pragma unroll
+    for (int k = k0; k < k1; ++k) {
+      float fa[N], fb[N];
+      to_floats(v[k], fa);
+      to_floats(vb[k - k0], fb);
+#pragma unroll
+      for (int i = 0; i < N; ++i) fa[i] = fa[i] + fb[i];
+      v[k] = from_floats<T>(fa);
+    }
+  };
+  add_half(0, H);
+  add_half(H, P);
 #pragma unroll
   for (int k = 0; k < P; ++k)
-    if (on) v[k] = *reinterpret_cast<const Vec<T, N>*>(a + r * D + (int64_t(k) * G + q) * N);
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    if (!on) continue;
-    const Vec<T, N> vb = *reinterpret_cast<const Vec<T, N>*>(b + r * D + (int64_t(k) * G + q) * N);
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[k].v[i] = from_float<T>(to_float(v[k].v[i]) + to_float(vb.v[i]));
-  }
-#pragma unroll
-  for (int k = 0; k < P; ++k)
-    if (on) *reinterpret_cast<Vec<T, N>*>(r_out + r * D + (int64_t(k) * G + q) * N) = v[k];
+    if (on) store_words16(r_out + at(k), v[k]);
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < P; ++k)
+  for (int k = 0; k < P; ++k) {
+    float f[N];
+    to_floats(v[k], f);
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float f = on ? to_float(v[k].v[i]) : 0.0f;
-      ss += f * f;
-    }
+    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
+  }
   for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (!on) return;
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
 #pragma unroll
+  for (int k = 0; k < P; ++k) hold_words(v[k]);  // the row stays in words, not its unpacked floats
+#pragma unroll
   for (int k = 0; k < P; ++k) {
     const int64_t j = (int64_t(k) * G + q) * N;
-    const Vec<T, N> wv = *reinterpret_cast<const Vec<T, N>*>(w + j);
-    Vec<T, N> o;
+    float f[N], wf[N];
+    to_floats(v[k], f);
+    to_floats(load_words16(w + j), wf);
 #pragma unroll
-    for (int i = 0; i < N; ++i) o.v[i] = from_float<T>(to_float(v[k].v[i]) * s * to_float(wv.v[i]));
-    *reinterpret_cast<Vec<T, N>*>(y + r * D + j) = o;
+    for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
+    store_words16(y + r * D + j, from_floats<T>(f));
   }
 }
 
@@ -75,59 +90,66 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
 // w = wq or wk. One block per row: its hd/2 angles are taken once (rope_kernel's f32 product and
 // accurate sincosf) and shared by the row's hq + hk heads; a head is a segment of G = hd/N lanes,
 // one pack a lane (the resident rmsnorm with P = 1: the same sum order), and lane l's rotation
-// partner is lane l ^ G/2, which holds the elements hd/2 further on. The normed values are rounded
-// to T before the rotation, as the unfused rope reads them. Every lane of a warp runs the same
-// number of head iterations, so the shuffles always see the whole warp.
-template <class T, int N>
+// partner is lane l ^ G/2, which holds the elements hd/2 further on. A lane's weights and its
+// rotation coefficients are the same for every head, so they are taken once. The normed values
+// are rounded to T before the rotation, as the unfused rope reads them, so they cross to the
+// partner as T's words. Every lane of a warp runs the same number of head iterations, so the
+// shuffles always see the whole warp.
+template <class T, int N, int G>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
-                        const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, int hd, float eps) {
-  extern __shared__ float angles[];  // cos [hd/2], then sin [hd/2]
-  const int half = hd / 2, G = hd / N, seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
-  float* cs = angles;
-  float* sn = angles + half;
+                        const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, float eps) {
+  static_assert(N == Words16<T>::kElems && G >= 2 && G <= 32 && (G & (G - 1)) == 0, "one pack a lane");
+  constexpr int hd = G * N, half = hd / 2, segs = kThreads / G;
+  __shared__ float angles[hd];  // cos [half], then sin [half]
+  const int seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
   const int64_t row = blockIdx.x;
   const float pos = float(positions[row]);
-  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &sn[i], &cs[i]);
+  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &angles[half + i], &angles[i]);
+  float wqf[N], wkf[N];
+  to_floats(load_words16(wq + lane * N), wqf);
+  to_floats(load_words16(wk + lane * N), wkf);
   __syncthreads();
-  const int segs = kThreads / G;
-  const bool low = lane < G / 2;  // holds x1 of its pairs (element index < hd/2)
+  // rope.cu's Rotate::forward: y1 = x1 c - x2 s = fma(x1, c, x2 * -s) on the lane holding x1 (low),
+  // y2 = x2 c + x1 s = fma(x1, s, x2 * c) on the other: out = fma(A, b, B * d) with A the partner's
+  // value on the high lane, B the partner's on the low one.
+  const bool low = lane < G / 2;
   const int f0 = (low ? lane : lane - G / 2) * N;
+  float bc[N], dc[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float c = angles[f0 + i], sn = angles[half + f0 + i];
+    bc[i] = low ? c : sn;
+    dc[i] = low ? -sn : c;
+  }
+  const Words16<T> zero{make_uint4(0, 0, 0, 0)};
   for (int64_t base = 0; base < hq + hk; base += segs) {
     const int64_t h = base + seg;
     const bool on = h < hq + hk, is_q = h < hq;
-    const int64_t at = is_q ? (row * hq + h) * hd : (row * hk + (h - hq)) * hd;
-    const T* x = is_q ? q : k;
-    const T* w = is_q ? wq : wk;
-    Vec<T, N> v{}, wv{};
-    if (on) {
-      v = *reinterpret_cast<const Vec<T, N>*>(x + at + lane * N);
-      wv = *reinterpret_cast<const Vec<T, N>*>(w + lane * N);
-    }
+    const int64_t at = (is_q ? row * hq + h : row * hk + (h - hq)) * hd + lane * N;
+    float f[N];
+    to_floats(on ? load_words16((is_q ? q : k) + at) : zero, f);
     float ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float f = on ? to_float(v.v[i]) : 0.0f;
-      ss += f * f;
-    }
+    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
+#pragma unroll
     for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     const float s = 1.0f / sqrtf(ss / float(hd) + eps);
-    float mine[N], other[N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) mine[i] = to_float(from_float<T>(to_float(v.v[i]) * s * to_float(wv.v[i])));
-#pragma unroll
-    for (int i = 0; i < N; ++i) other[i] = __shfl_xor_sync(0xffffffffu, mine[i], G / 2);
+    for (int i = 0; i < N; ++i) f[i] = f[i] * s * (is_q ? wqf[i] : wkf[i]);
+    const Words16<T> mine = from_floats<T>(f);
+    Words16<T> other;
+    other.u.x = __shfl_xor_sync(0xffffffffu, mine.u.x, G / 2);
+    other.u.y = __shfl_xor_sync(0xffffffffu, mine.u.y, G / 2);
+    other.u.z = __shfl_xor_sync(0xffffffffu, mine.u.z, G / 2);
+    other.u.w = __shfl_xor_sync(0xffffffffu, mine.u.w, G / 2);
     if (!on) continue;
-    Vec<T, N> o;
+    float m[N], o[N];
+    to_floats(mine, m);
+    to_floats(other, o);
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float c = cs[f0 + i], sgn = sn[f0 + i];
-      // rope.cu's Rotate::forward: y1 = x1 c - x2 s, y2 = x2 c + x1 s
-      const float out = low ? __fmaf_rn(mine[i], c, -__fmul_rn(other[i], sgn))
-                            : __fmaf_rn(other[i], sgn, __fmul_rn(mine[i], c));
-      o.v[i] = from_float<T>(out);
-    }
-    *reinterpret_cast<Vec<T, N>*>((is_q ? yq : yk) + at + lane * N) = o;
+    for (int i = 0; i < N; ++i) f[i] = __fmaf_rn(low ? m[i] : o[i], bc[i], __fmul_rn(low ? o[i] : m[i], dc[i]));
+    store_words16((is_q ? yq : yk) + at, from_floats<T>(f));
   }
 }
 
@@ -136,12 +158,20 @@ bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const voi
                          const float* inv_freq, void* yq, void* yk, int64_t rows, int64_t hq, int64_t hk, int64_t hd,
                          float eps, cudaStream_t s) {
   if (hd % N != 0) return false;
-  const int64_t G = hd / N;
-  if (G < 2 || G > 32 || resident_row_lanes(G) != G) return false;  // one pack a lane: P = 1
-  rmsnorm_rope_kernel<T, N><<<unsigned(rows), kThreads, size_t(hd) * sizeof(float), s>>>(
-      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
-      positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, int(hd), eps);
-  return true;
+  auto go = [&](auto g_tag) {
+    rmsnorm_rope_kernel<T, N, decltype(g_tag)::value><<<unsigned(rows), kThreads, 0, s>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
+        positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, eps);
+    return true;
+  };
+  switch (hd / N) {  // lanes a head: one pack a lane
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    case 8: return go(std::integral_constant<int, 8>{});
+    case 16: return go(std::integral_constant<int, 16>{});
+    case 32: return go(std::integral_constant<int, 32>{});
+    default: return false;
+  }
 }
 }  // namespace
 
