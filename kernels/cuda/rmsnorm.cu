@@ -15,6 +15,11 @@ constexpr int64_t kMinDwRows = 8;             // rows per dw partial, at least
 constexpr int64_t kMaxDwPartials = 512;       // = blocks of the fused backward, at most
 constexpr int kMaxSegment = 32;               // rows of at most 32 packs: a lane segment per row
 constexpr int64_t kMaxBlockPacks = 4;         // longer rows: the block per row, up to 4 packs a thread
+// The fused backward's grid is up to kMaxDwPartials = 512 blocks, each a latency-bound walk over its
+// rows: at 3 blocks an SM (70-98 registers) that is 396 blocks, then a second wave of 116 blocks at
+// a third of the loads in flight. 4 an SM (<= 64 registers) holds the whole grid at once. Asked for
+// rows of bf16 x, dy and dx up to 512 packs (no spills there; the f32 variants would spill).
+constexpr int kBlockKernelMinBlocks = 4;
 
 // x, y (rows, D), w (D), rstd (rows) or null. N elements per access; D % N == 0.
 template <class T, int N>
@@ -184,7 +189,7 @@ __global__ void __launch_bounds__(kThreads)
 // the 8 warp sums in warp order (double-buffered shared memory: one barrier per row). dw: each
 // column has one owner thread, which sums its rows in row order into partials[p, :].
 template <class TX, class TDY, class TDX, int C>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, C <= 2 && sizeof(TX) + sizeof(TDY) + sizeof(TDX) == 6 ? kBlockKernelMinBlocks : 1)
     rmsnorm_backward_block_kernel(const TX* x, const TX* w, const float* rstd, const TDY* dy, TDX* dx,
                                   float* partials, int64_t rows, int64_t D, int64_t rows_per, bool dx_fresh) {
   __shared__ float warp_sums[2][kThreads / 32];
