@@ -242,6 +242,41 @@ bool with_packs_per_lane(int64_t P, F&& go) {
   }
 }
 
+// A resident row's two passes, shared by rmsnorm's resident forward and the target's add_rmsnorm so
+// both keep one sum order. Lane q of the row's G holds packs q, q + G, ... as words (rows past the
+// end hold zeros and still call the first, which every lane of the warp must reach).
+// The row's sum of squares: each lane's in pack order, then a butterfly over the G lanes.
+template <class T, int P>
+__device__ __forceinline__ float resident_row_square_sum(const Words16<T> (&v)[P], int G) {
+  constexpr int N = Words16<T>::kElems;
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    float f[N];
+    to_floats(v[k], f);
+#pragma unroll
+    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
+  }
+  for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  return ss;
+}
+// y_row = x * s * w, each pack rounded to T, from the held words (w: the row's D weights).
+template <class T, int P>
+__device__ __forceinline__ void store_resident_row_normed(const Words16<T> (&v)[P], float s, const T* w, T* y_row,
+                                                          int G, int q) {
+  constexpr int N = Words16<T>::kElems;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int64_t j = (int64_t(k) * G + q) * N;
+    float f[N], wf[N];
+    to_floats(v[k], f);
+    to_floats(load_words16(w + j), wf);
+#pragma unroll
+    for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
+    store_words16(y_row + j, from_floats<T>(f));
+  }
+}
+
 // Butterfly sum over a full warp: every lane ends with the same bits, in a fixed order.
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {

@@ -47,29 +47,12 @@ __global__ void __launch_bounds__(kThreads, sizeof(T) == 2 && P == 16 ? 2 : 1)
 #pragma unroll
   for (int k = 0; k < P; ++k)
     if (on) store_words16(r_out + at(k), v[k]);
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    float f[N];
-    to_floats(v[k], f);
-#pragma unroll
-    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
-  }
-  for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float ss = resident_row_square_sum(v, G);
   if (!on) return;
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
 #pragma unroll
   for (int k = 0; k < P; ++k) hold_words(v[k]);  // the row stays in words, not its unpacked floats
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int64_t j = (int64_t(k) * G + q) * N;
-    float f[N], wf[N];
-    to_floats(v[k], f);
-    to_floats(load_words16(w + j), wf);
-#pragma unroll
-    for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
-    store_words16(y + r * D + j, from_floats<T>(f));
-  }
+  store_resident_row_normed(v, s, w, y + r * D, G, q);
 }
 
 template <class T, int N>

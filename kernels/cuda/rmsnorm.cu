@@ -67,28 +67,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < P; ++k)
     v[k] = on ? load_words16(x + r * D + (int64_t(k) * G + q) * N) : Words16<T>{make_uint4(0, 0, 0, 0)};
-  float ss = 0.0f;  // rows past the end add zeros
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    float f[N];
-    to_floats(v[k], f);
-#pragma unroll
-    for (int i = 0; i < N; ++i) ss += f[i] * f[i];
-  }
-  for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float ss = resident_row_square_sum(v, G);  // rows past the end add zeros
   if (!on) return;
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
   if (rstd && q == 0) rstd[r] = s;
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int64_t j = (int64_t(k) * G + q) * N;
-    float f[N], wf[N];
-    to_floats(v[k], f);
-    to_floats(load_words16(w + j), wf);
-#pragma unroll
-    for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
-    store_words16(y + r * D + j, from_floats<T>(f));
-  }
+  store_resident_row_normed(v, s, w, y + r * D, G, q);
 }
 
 // The resident kernel when D splits into G lanes of P <= 16 packs of N, else the looping one.
