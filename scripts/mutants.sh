@@ -330,6 +330,12 @@ mutant "target features: the layers joined last to first" "-ts=target*" \
 mutant "DFLASH_CUDNN_SDPA_PLAN: an empty engine after the colon accepted" "-tc=DFLASH_CUDNN_SDPA_PLAN*" \
   'DF_CHECK(colon == std::string::npos || !r.engine.empty(),' \
   'DF_CHECK(true,'
+mutant "sharded checkpoint: the manifest's version not checked" "-tc=a?damaged?sharded?checkpoint*" \
+  'DF_CHECK(m.at("format") == kManifestFormat && m.at("version") == kManifestVersion,' \
+  'DF_CHECK(m.at("format") == kManifestFormat,'
+mutant "sharded checkpoint: a shard's tensors not held to the manifest's count" "-tc=a?damaged?sharded?checkpoint*" \
+  'sh.file->info(kind).dtype == "F32" && sh.file->info(kind).numel() == sh.count,' \
+  'sh.file->info(kind).dtype == "F32",'
 
 # --- Machinery ---
 fail() {

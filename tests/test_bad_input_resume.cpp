@@ -2,8 +2,10 @@
 // differing key with both values (drafter shape, block size, mask token, target layers, another
 // target by its embedding/lm_head checksum); resume refuses NaN/Inf parameters and Adam moments,
 // naming the tensor; pruning never costs the newest checkpoint that verifies; drafter.init on a
-// folder that is neither an export nor a checkpoint says what the key expects.
+// folder that is neither an export nor a checkpoint says what the key expects; a damaged sharded
+// checkpoint (its manifest, its shards) is refused naming the file and the fix, and stays on disk.
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -11,6 +13,7 @@
 #include "tests/capture_output.h"
 #include "tests/checkpoint_io_util.h"
 #include "tests/trainer_fixture.h"
+#include "train/sharded_checkpoint.h"
 #include "train/trainer.h"
 
 using namespace dflash;
@@ -222,6 +225,70 @@ TEST_SUITE("bad-input-resume") {
     save_checkpoint(dir.path, 4, a.params, a.opt, json::object());
     prune_checkpoints(dir.path, 1);
     CHECK(listing(dir / "checkpoints") == std::vector<std::string>{"step-4"});
+  }
+
+  TEST_CASE("a damaged sharded checkpoint is refused naming its file and the fix, and is left as it was") {
+    const std::vector<std::string> sharded = {"runtime.shard_optimizer=true"};
+    const fs::path good = run_training(small_job("shard-damage", sharded, 2)).last_checkpoint;
+    REQUIRE(is_sharded_checkpoint(good));
+    const fs::path manifest_of_good = good / "manifest.json";
+    const json manifest = json::parse(read_raw(manifest_of_good));
+    REQUIRE(manifest.at("parameters").size() >= 2);
+    REQUIRE(manifest.at("shards").size() == 2);  // runtime.cpu_workers = 2: one shard a rank
+    const std::string first = manifest["parameters"][0]["name"].get<std::string>();
+    struct Damage {
+      std::string name;
+      std::function<void(json&)> edit;  // on the manifest; null: the manifest is not JSON at all
+      std::vector<std::string> expect;
+    };
+    const std::vector<Damage> damages = {
+        {"not-json", nullptr, {"is not valid JSON (", "fix: use another checkpoint"}},
+        {"version", [](json& m) { m["version"] = 7; },
+         {"is not a version 1 dflash-sharded-checkpoint manifest", "fix: use a checkpoint written by this build"}},
+        {"no-shards-key", [](json& m) { m.erase("shards"); }, {"is malformed (", "fix: use another checkpoint"}},
+        {"no-shards", [](json& m) { m["shards"] = json::array(); }, {"lists no shards"}},
+        {"one-parameter-less", [](json& m) { m["parameters"].erase(m["parameters"].begin()); },
+         {"lists " + std::to_string(manifest["parameters"].size() - 1) + " parameters but the model has " +
+              std::to_string(manifest["parameters"].size()),
+          "fix: resume with the drafter config the checkpoint was saved with"}},
+        {"renamed", [](json& m) { m["parameters"][0]["name"] = "layers.9.unknown"; },
+         {"has no parameter '" + first + "'", "fix: resume with the drafter config"}},
+        {"moved", [](json& m) { m["parameters"][0]["offset"] = m["parameters"][0]["offset"].get<int64_t>() + 4; },
+         {"parameter '" + first + "' is ", "but the model's is", "fix: resume with the drafter config"}},
+        {"short-shard", [](json& m) { m["shards"][1]["count"] = m["shards"][1]["count"].get<int64_t>() - 1; },
+         {"has no F32 tensor 'master' of ", "fix: the checkpoint is damaged; use another one"}},
+    };
+    for (const Damage& d : damages) {
+      const std::string dump = "shard-damage-" + d.name;
+      const fs::path root = trainer_root() / dump;
+      fs::remove_all(root);
+      fs::copy(good.parent_path().parent_path(), root, fs::copy_options::recursive);
+      const fs::path ckpt = root / "checkpoints" / good.filename(), file = ckpt / "manifest.json";
+      if (d.edit) {
+        json m = manifest;
+        d.edit(m);
+        write_raw(file, m.dump(2));
+      } else {
+        write_raw(file, "{\"format\": ");
+      }
+      reseal(ckpt);  // the damage is in the content, not in the checksums
+      const std::string before = read_raw(file), sealed = read_raw(ckpt / "COMPLETE.json");
+      std::vector<std::string> overrides = sharded;
+      overrides.push_back("training.steps=4");
+      const std::string msg = error_of_training(small_job(dump, overrides, 4));
+      INFO(d.name << ": " << msg);
+      CHECK(msg.find("'" + (d.name == "short-shard" ? (ckpt / manifest["shards"][1]["file"].get<std::string>()) : file)
+                              .string() + "'") != std::string::npos);
+      for (const std::string& e : d.expect) CHECK(msg.find(e) != std::string::npos);
+      // Nothing lost: the checkpoint is as it was, and no newer one appeared.
+      CHECK(read_raw(file) == before);
+      CHECK(read_raw(ckpt / "COMPLETE.json") == sealed);
+      CHECK(listing(root / "checkpoints") == std::vector<std::string>{good.filename().string()});
+    }
+    // The undamaged checkpoint resumes.
+    std::vector<std::string> overrides = sharded;
+    overrides.push_back("training.steps=3");
+    CHECK(run_training(small_job("shard-damage", overrides, 3)).start_step == 2);
   }
 
   TEST_CASE("drafter.init on a folder that is neither an export nor a checkpoint says what the key expects") {
