@@ -141,6 +141,14 @@ TEST_SUITE("eval") {
     CHECK(r.blocks == 61);
   }
 
+  TEST_CASE("eval without data.eval is refused, naming the config file and the key") {
+    Config cfg = golden_eval_config(8, 2);
+    cfg.data.eval.clear();
+    CHECK_THROWS_WITH_AS(run_eval(cfg, golden_eval_setup() / "drafter"),
+                         doctest::Contains((cfg.source.string() + ": data.eval is not set; eval needs an eval data set").c_str()),
+                         Error);
+  }
+
   TEST_CASE("a drafter whose dims disagree with the config is refused, naming the key") {
     Config cfg = golden_eval_config(8, 2);
     cfg.drafter.intermediate_size = 96;

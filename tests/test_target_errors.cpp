@@ -99,6 +99,7 @@ TEST_SUITE("target") {
     broken([](json& j) { j.erase("head_dim"); j["num_attention_heads"] = 5; }, {"key 'head_dim' is missing"});
     broken([](json& j) { j.erase("model_type"); j.erase("architectures"); }, {"key 'model_type' is missing"});
     broken([](json& j) { j["num_experts"] = "eight"; }, {"key 'num_experts'"});
+    broken([](json& j) { j["model_type"] = 3; }, {"key 'model_type' is a JSON number (3), expected a string"});
 
     // head_dim absent: hidden / heads.
     const fs::path copy = tmp / "copy";
