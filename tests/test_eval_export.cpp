@@ -209,6 +209,11 @@ TEST_SUITE("bad-input") {
     Config cfg = small_job("unused", {"job.dump_folder=" + (blocker / "dump").string()});
     CHECK_THROWS_WITH_AS(run_training(cfg), doctest::Contains("job.dump_folder"), Error);
     CHECK(read_file_text(blocker) == "x");  // nothing already written is damaged
+    // A folder that exists but takes no files, even for root (so the check is not a permission bit).
+    if (fs::is_directory("/proc")) {
+      Config proc = small_job("unused", {"job.dump_folder=/proc"});
+      CHECK_THROWS_WITH_AS(run_training(proc), doctest::Contains("job.dump_folder = \"/proc\" is not writable: "), Error);
+    }
   }
 
   TEST_CASE("a warm start whose dims disagree with the target and drafter is refused") {
