@@ -41,6 +41,15 @@ Context::Context(Device device, int rank) : device_(device), rank_(rank) {
   tape_ = own_tape_.get();
   if (device.is_cuda()) {
 #ifdef DFLASH_CUDA
+    // Before any CUDA call that would name only the runtime's error (without a driver:
+    // "cudaErrorInsufficientDriver", which suggests an upgrade instead of a GPU host).
+    const int visible = cuda_backend::device_count();
+    DF_CHECK(device.index >= 0 && device.index < visible,
+             "Context on " << device.str() << ": "
+                           << (visible == 0 ? std::string("no CUDA device is visible (no GPU, or no driver)")
+                                            : "only " + std::to_string(visible) + " CUDA device(s) are visible (cuda:0.." +
+                                                  "cuda:" + std::to_string(visible - 1) + ")")
+                           << "; run on a GPU host, or on the CPU (runtime.devices = \"cpu\"; dflash-bench without --cuda)");
     cuda_backend::set_device(device.index);
     cuda_stream_ = cuda_backend::create_stream(device.index);
     cublas_workspace_bytes_ = kCublasWorkspaceBytes;

@@ -1,10 +1,15 @@
-// dflash-bench multi's refusals, before it touches a GPU: an unknown argument, no timed steps, and
-// --baseline in a process started by torchrun (one process cannot time one GPU for the others).
+// dflash-bench's refusals, before it touches a GPU: multi's unknown argument, no timed steps, and
+// --baseline in a process started by torchrun (one process cannot time one GPU for the others); an
+// unknown model, argument or command, GPU-only commands without --cuda, and --cuda without a GPU.
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/test_util.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
 
 namespace {
 
@@ -13,10 +18,10 @@ struct Output {
   std::string text;
 };
 
-// Runs `env ENV dflash-bench multi ARGS` (the binary beside this test binary).
-Output bench_multi(const std::string& env, const std::string& args) {
-  const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
-  const std::string cmd = "env " + env + " " + bench + " multi " + args + " 2>&1";
+// Runs `env ENV dflash-bench ARGS` (the binary beside this test binary).
+Output bench(const std::string& env, const std::string& args) {
+  const std::string binary = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
+  const std::string cmd = "env " + env + " " + binary + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE_MESSAGE(p, "cannot run " << cmd);
   Output o;
@@ -25,6 +30,7 @@ Output bench_multi(const std::string& env, const std::string& args) {
   o.status = pclose(p);
   return o;
 }
+Output bench_multi(const std::string& env, const std::string& args) { return bench(env, "multi " + args); }
 
 const char* kTorchrun = "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999";
 
@@ -47,5 +53,33 @@ TEST_SUITE("bad-input") {
     INFO(o.text);
     CHECK(o.status != 0);
     CHECK(o.text.find("unknown argument '--gpu=2'") != std::string::npos);
+  }
+  TEST_CASE("dflash-bench refuses an unknown model, argument or command and GPU-only work without a GPU, naming the fix") {
+    struct Case {
+      std::string args, expect;
+    };
+    const std::vector<Case> cases = {
+        {"target --model=llama", "dflash-bench target: --model=llama; only qwen3-8b"},
+        {"target --model=qwen3-8b", "Qwen3-8B dims need a GPU (16 GB of bf16 weights); add --cuda"},
+        {"step --model=foo", "--model=foo: use small or qwen3-8b"},
+        {"spec --model=foo", "--model=foo: use qwen3-8b or small"},
+        {"step --model=small --bogus", "unknown argument '--bogus'"},
+        {"nosuch", "usage: dflash-bench"},
+    };
+    for (const Case& c : cases) {
+      const Output o = bench("", c.args);
+      INFO(c.args << ": " << o.text);
+      CHECK(o.status != 0);
+      CHECK(o.text.find(c.expect) != std::string::npos);
+    }
+    // --cuda on a machine without a GPU (CI): the missing device is named, not the CUDA runtime's error.
+#ifdef DFLASH_CUDA
+    if (dflash::cuda_backend::device_count() == 0) {
+      const Output o = bench("", "step --cuda --model=small --steps=1");
+      INFO(o.text);
+      CHECK(o.status != 0);
+      CHECK(o.text.find("Context on cuda:0: no CUDA device is visible (no GPU, or no driver)") != std::string::npos);
+    }
+#endif
   }
 }

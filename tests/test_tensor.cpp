@@ -1,10 +1,28 @@
-// Tensor basics: dtypes, shapes, views, host copies and the mismatch messages.
+// Tensor basics: dtypes, shapes, views, host copies and the mismatch messages; a context on a missing device.
 #include "tests/test_util.h"
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
 
 using namespace dflash;
 using namespace dflash::test;
 
 TEST_SUITE("tensor") {
+  TEST_CASE("a context on a CUDA device that is not there names what is visible and the way out") {
+#ifdef DFLASH_CUDA
+    const int visible = cuda_backend::device_count();
+    const Device missing = Device::cuda(visible);  // one past the last
+    CHECK_THROWS_WITH_AS(Context{missing},
+                         doctest::Contains(visible == 0 ? "no CUDA device is visible (no GPU, or no driver)"
+                                                        : "CUDA device(s) are visible (cuda:0..cuda:"),
+                         Error);
+    CHECK_THROWS_WITH_AS(Context{missing}, doctest::Contains("runtime.devices = \"cpu\"; dflash-bench without --cuda"),
+                         Error);
+#else
+    CHECK_THROWS_WITH_AS(Context{Device::cuda(0)}, doctest::Contains("this build has no CUDA backend"), Error);
+#endif
+  }
+
   TEST_CASE("dtype sizes, names and bf16 rounding") {
     CHECK(dtype_size(DType::f32) == 4);
     CHECK(dtype_size(DType::bf16) == 2);
