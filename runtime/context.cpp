@@ -47,8 +47,8 @@ Context::Context(Device device, int rank) : device_(device), rank_(rank) {
     DF_CHECK(device.index >= 0 && device.index < visible,
              "Context on " << device.str() << ": "
                            << (visible == 0 ? std::string("no CUDA device is visible (no GPU, or no driver)")
-                                            : "only " + std::to_string(visible) + " CUDA device(s) are visible (cuda:0.." +
-                                                  "cuda:" + std::to_string(visible - 1) + ")")
+                                            : "only " + std::to_string(visible) + " CUDA device(s) are visible (cuda:0..cuda:" +
+                                                  std::to_string(visible - 1) + ")")
                            << "; run on a GPU host, or on the CPU (runtime.devices = \"cpu\"; dflash-bench without --cuda)");
     cuda_backend::set_device(device.index);
     cuda_stream_ = cuda_backend::create_stream(device.index);

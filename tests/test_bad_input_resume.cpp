@@ -231,15 +231,16 @@ TEST_SUITE("bad-input-resume") {
     const std::vector<std::string> sharded = {"runtime.shard_optimizer=true"};
     const fs::path good = run_training(small_job("shard-damage", sharded, 2)).last_checkpoint;
     REQUIRE(is_sharded_checkpoint(good));
-    const fs::path manifest_of_good = good / "manifest.json";
-    const json manifest = json::parse(read_raw(manifest_of_good));
+    const json manifest = json::parse(read_raw(good / "manifest.json"));
     REQUIRE(manifest.at("parameters").size() >= 2);
     REQUIRE(manifest.at("shards").size() == 2);  // runtime.cpu_workers = 2: one shard a rank
     const std::string first = manifest["parameters"][0]["name"].get<std::string>();
+    const std::string second_shard = manifest["shards"][1]["file"].get<std::string>();
     struct Damage {
       std::string name;
       std::function<void(json&)> edit;  // on the manifest; null: the manifest is not JSON at all
       std::vector<std::string> expect;
+      std::string named = "manifest.json";  // the file the error names, in the checkpoint folder
     };
     const std::vector<Damage> damages = {
         {"not-json", nullptr, {"is not valid JSON (", "fix: use another checkpoint"}},
@@ -256,7 +257,7 @@ TEST_SUITE("bad-input-resume") {
         {"moved", [](json& m) { m["parameters"][0]["offset"] = m["parameters"][0]["offset"].get<int64_t>() + 4; },
          {"parameter '" + first + "' is ", "but the model's is", "fix: resume with the drafter config"}},
         {"short-shard", [](json& m) { m["shards"][1]["count"] = m["shards"][1]["count"].get<int64_t>() - 1; },
-         {"has no F32 tensor 'master' of ", "fix: the checkpoint is damaged; use another one"}},
+         {"has no F32 tensor 'master' of ", "fix: the checkpoint is damaged; use another one"}, second_shard},
     };
     for (const Damage& d : damages) {
       const std::string dump = "shard-damage-" + d.name;
@@ -277,8 +278,7 @@ TEST_SUITE("bad-input-resume") {
       overrides.push_back("training.steps=4");
       const std::string msg = error_of_training(small_job(dump, overrides, 4));
       INFO(d.name << ": " << msg);
-      CHECK(msg.find("'" + (d.name == "short-shard" ? (ckpt / manifest["shards"][1]["file"].get<std::string>()) : file)
-                              .string() + "'") != std::string::npos);
+      CHECK(msg.find("'" + (ckpt / d.named).string() + "'") != std::string::npos);
       for (const std::string& e : d.expect) CHECK(msg.find(e) != std::string::npos);
       // Nothing lost: the checkpoint is as it was, and no newer one appeared.
       CHECK(read_raw(file) == before);
