@@ -25,7 +25,7 @@
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), gemms-sustained (the same for the
 # online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
 # online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
-# --gemm-tuning), clocks (the offline and online steps and the target under nvidia-smi's clock and power
+# --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
@@ -186,6 +186,13 @@ for s in "${steps[@]}"; do
     online-7) step online-7 timeout 400 bash -c "./build/dflash-bench step --cuda --online --model=qwen3-8b \
       --bucket=4096:512 --steps=20 --arena-gb=7 && ./build/dflash-bench step --cuda --online --model=qwen3-8b \
       --bucket=4096:512 --steps=20 --arena-gb=7 --gemm-tuning" ;;
+    chunks-ab)  # the lm_head's rows per chunk (--chunk-rows) in the online step (--arena-gb=7) and in qwen3-8b
+      # 1024:128 alone (--arena-gb=4), interleaved: fewer chunks read the 1.24 GB lm_head fewer times
+      step chunks-ab timeout 590 bash -c "for c in 1024 7680 3840 1024 7680 3840; do echo \"chunk-rows=\$c\"; \
+      ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 \
+      --chunk-rows=\$c || exit 1; done; for c in 1024 7680 1024 7680; do echo \"chunk-rows=\$c\"; \
+      ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 --steps=30 --arena-gb=4 \
+      --chunk-rows=\$c || exit 1; done" ;;
     fusion-ab)  # the target's fused norms against DFLASH_TARGET_FUSION=off in one call: the target's forward
       # at 4096 (off, on, off, on), the online step with --arena-gb=7 (off, on), then the target's profile
       step fusion-ab timeout 500 bash -c "for f in off on off on; do echo \"DFLASH_TARGET_FUSION=\$f\"; \
