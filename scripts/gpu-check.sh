@@ -25,7 +25,8 @@
 # that step: cuBLAS's algorithm against cuBLASLt's candidates), gemms-sustained (the same for the
 # online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
 # online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
-# --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), clocks (the offline and online steps and the target under nvidia-smi's clock and power
+# --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
+# lm_head's rows read once, under memcheck, racecheck and synccheck), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
@@ -213,7 +214,12 @@ for s in "${steps[@]}"; do
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
     new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
       step new-cases timeout 300 ./build/dflash-tests --test-suite='gpu*' \
-        --test-case='*linear_cross_entropy*,*swiglu*,*rmsnorm*,the golden step on the GPU*,*golden case on the GPU*,*fused forward*' ;;
+        --test-case='*linear_cross_entropy*,ce rows*,*swiglu*,*rmsnorm*,the golden step on the GPU*,*golden case on the GPU*,*fused forward*' ;;
+    sanitize-ce)  # the lm_head's training rows read once (clusters of CTAs, distributed shared memory) under
+      # memcheck, racecheck and synccheck, on their GPU cases
+      step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
+      step sanitize-ce-racecheck san racecheck 300 'gpu-ops' --test-case='ce rows*'
+      step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
     sanitize-new)  # the kernels the last sessions changed (linear_ce's rows, swiglu, the norms: rmsnorm's
       # resident forward, the target's add_rmsnorm and rmsnorm_rope) under memcheck and initcheck, on their GPU cases
       # (not the attention's fused backward: its case's timeout child does not run under a sanitizer)

@@ -1,4 +1,4 @@
-// The harness of the gpu-ops suites (test_gpu_ops.cpp, test_gpu_fused_ops.cpp): an op run on a
+// The harness of the gpu-ops suites (test_gpu_ops.cpp, test_gpu_fused_ops.cpp, test_gpu_ce_rows.cpp): an op run on a
 // context from seeded inputs (forward, then backward from seeded gradients), CUDA against the CPU
 // within a dtype's tolerance, and bit-for-bit comparison of two runs. CUDA builds only.
 #pragma once
@@ -6,8 +6,10 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "runtime/ops.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
 
@@ -106,6 +108,28 @@ inline std::vector<int32_t> random_ids(size_t n, int32_t V, uint64_t seed) {
   std::vector<int32_t> v(n);
   for (auto& x : v) x = int32_t(rng() % uint64_t(V));
   return v;
+}
+
+// Labels with every 7th row ignored (-1), weights with every 5th row 0, normalised.
+inline std::pair<std::vector<int32_t>, std::vector<float>> ce_batch(int64_t R, int64_t V, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> labels;
+  std::vector<float> w;
+  double total = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    labels.push_back(r % 7 == 3 ? -1 : int32_t(rng() % uint64_t(V)));
+    w.push_back(r % 5 == 1 ? 0.0f : 0.25f + float(rng() % 1000) / 1000.0f);
+    total += w.back();
+  }
+  for (float& x : w) x = float(x / total);
+  return {labels, w};
+}
+
+inline OpFn ce_fn(int64_t chunk) {
+  return [chunk](const std::vector<Tensor>& a) {
+    ops::LinearCrossEntropy r = ops::linear_cross_entropy(a[0], a[1], a[2], a[3], chunk);
+    return std::vector<Tensor>{r.loss, r.ce, r.argmax};
+  };
 }
 
 inline std::vector<float> inv_freq(int64_t hd) {

@@ -18,28 +18,6 @@ using namespace dflash::test::gpu_ops;
 
 namespace {
 
-// Labels with every 7th row ignored (-1), weights with every 5th row 0, normalised.
-std::pair<std::vector<int32_t>, std::vector<float>> ce_batch(int64_t R, int64_t V, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> labels;
-  std::vector<float> w;
-  double total = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    labels.push_back(r % 7 == 3 ? -1 : int32_t(rng() % uint64_t(V)));
-    w.push_back(r % 5 == 1 ? 0.0f : 0.25f + float(rng() % 1000) / 1000.0f);
-    total += w.back();
-  }
-  for (float& x : w) x = float(x / total);
-  return {labels, w};
-}
-
-OpFn ce_fn(int64_t chunk) {
-  return [chunk](const std::vector<Tensor>& a) {
-    ops::LinearCrossEntropy r = ops::linear_cross_entropy(a[0], a[1], a[2], a[3], chunk);
-    return std::vector<Tensor>{r.loss, r.ce, r.argmax};
-  };
-}
-
 // The GPU's bf16 logits are the GEMM's output rounded once, so its argmax may take any logit
 // that rounds to the same bf16 value as the maximum: against logits in double from the same
 // bf16 inputs, the pick must lie within one bf16 step of the maximum, and must be the maximum

@@ -146,6 +146,9 @@ void sum_backward(const void* dout, bool dout_bf16, float scale, void* dx, bool 
 // gradient for a unit upstream gradient (as linear_ce_backward's rows with dloss = 1).
 void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const float* weights, int64_t n, int64_t V,
                      float* lse, float* ce, int32_t* argmax, void* dlogits, void* stream);
+// The CTAs a row that ce_rows_forward's single-read kernel takes for these arguments (each keeps V / C
+// logits in shared memory), or 0 where it reads the logits twice instead.
+int ce_rows_cluster(const void* logits, const void* dlogits, bool bf16, int64_t V);
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r] in double) (the CPU's order).
 void ce_loss(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss, void* stream);
 // dst (n) += scale[0] * src (n), scale on the device.

@@ -87,8 +87,10 @@ void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels,
     cuda_gemm(GemmKey{n, V, H, H, H, V, false, true, half, half, false}, [&] {
       return kernels::cuda::GemmArgs{n, V, H, hr, H, false, weight.raw(), H, true, logits.raw(), V, 1.0f, 0.0f, half, half};
     });
-    // The row kernel reads the logits once, and in training again and writes dlogits.
-    note_bytes_cost(double(n) * double(V) * double(esize) * (grad ? 3.0 : 1.0));
+    // The row kernel reads the logits once, and in training writes dlogits, reading them again
+    // unless a cluster of CTAs holds each row on chip.
+    const bool single_read = grad && kernels::cuda::ce_rows_cluster(logits.raw(), raw(dlogits), half, V) > 0;
+    note_bytes_cost(double(n) * double(V) * double(esize) * (grad ? (single_read ? 2.0 : 3.0) : 1.0));
     if (void* s = ctx().cuda_stream_for_launch())
       kernels::cuda::ce_rows_forward(logits.raw(), half, i32(labels) + r0, f32(row_weights) + r0, n, V, f32(lse) + r0,
                                      f32(res.ce) + r0, i32(res.argmax) + r0, raw(dlogits), s);

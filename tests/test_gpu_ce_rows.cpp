@@ -1,0 +1,124 @@
+// linear_cross_entropy's training rows on CUDA read once (ce_rows_slice_kernel: a cluster of C CTAs
+// keeps each row in shared memory) at every cluster size the slice budget picks, 1 to 8: against the
+// CPU, against the kernel that reads the rows twice, bit for bit run to run, and on exact ties and
+// bad labels across the CTAs of a cluster. Suite "gpu-ops" (needs a GPU and fails without one); the
+// cluster size's choice, host logic, in suite "ce-rows-cluster".
+#ifdef DFLASH_CUDA
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "tests/gpu_op_harness.h"
+
+using namespace dflash;
+using namespace dflash::test;
+using namespace dflash::test::gpu_ops;
+
+namespace {
+constexpr const char* kBudget = "DFLASH_CE_SLICE_BYTES";
+void* aligned_address(uintptr_t a) { return reinterpret_cast<void*>(a); }
+}  // namespace
+
+// Host logic only: runs without a GPU wherever the CUDA backend is built.
+TEST_SUITE("ce-rows-cluster") {
+  TEST_CASE("ce rows read once: the cluster size a slice budget picks (the smallest C in 1..8 with 8C | V)") {
+    void *x = aligned_address(4096), *d = aligned_address(8192);
+    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 151936) == 4);  // 75968 bytes a CTA
+    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 40000) == 1);
+    CHECK(kernels::cuda::ce_rows_cluster(x, d, false, 320) == 0);   // f32 logits
+    CHECK(kernels::cuda::ce_rows_cluster(x, nullptr, true, 320) == 0);  // no dlogits: one read anyway
+    CHECK(kernels::cuda::ce_rows_cluster(aligned_address(4098), d, true, 320) == 0);
+    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 321) == 0);
+    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 8 * 1000003) == 0);  // no C keeps a slice in 96 KB
+    {
+      ScopedEnv env(kBudget, "80");
+      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 320) == 8);
+      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 120) == 3);
+      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 200) == 5);
+    }
+    {
+      ScopedEnv env(kBudget, "0");
+      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 320) == 0);
+    }
+    ScopedEnv bad(kBudget, "lots");
+    CHECK_THROWS_WITH_AS(kernels::cuda::ce_rows_cluster(x, d, true, 320),
+                         doctest::Contains("DFLASH_CE_SLICE_BYTES=lots: give the most bytes of a row a CTA keeps"),
+                         std::runtime_error);
+  }
+}
+
+TEST_SUITE("gpu-ops") {
+  TEST_CASE("ce rows read once by clusters of 1 to 8 CTAs: the CPU's values, the twice-reading kernel's, the same bits") {
+    REQUIRE_GPU();
+    Backends be;
+    struct Case {
+      int64_t V;
+      const char* budget;  // nullptr: the default
+      int clusters;
+    };
+    const int64_t R = 37, H = 16, chunk = 8;  // the last chunk partial
+    for (Case c : {Case{320, "640", 1}, Case{320, "320", 2}, Case{120, "80", 3}, Case{320, "160", 4}, Case{200, "80", 5},
+                   Case{320, "80", 8}, Case{151936, nullptr, 4}}) {
+      INFO("V " << c.V << ", budget " << (c.budget ? c.budget : "default") << ", " << c.clusters << " CTAs a row");
+      auto [labels, w] = ce_batch(R, c.V, 7);
+      const std::vector<In> in{rnd(Role::trainable, {R, H}, 1), rnd(Role::frozen, {c.V, H}, 2, 0.5f),
+                               ints({R}, labels), f32c({R}, w)};
+      Result twice;
+      {
+        ScopedEnv off(kBudget, "0");
+        twice = run(be.gpu, DType::bf16, in, ce_fn(chunk));
+      }
+      std::unique_ptr<ScopedEnv> env = c.budget ? std::make_unique<ScopedEnv>(kBudget, c.budget) : nullptr;
+      REQUIRE(kernels::cuda::ce_rows_cluster(aligned_address(4096), aligned_address(8192), true, c.V) == c.clusters);
+      const Result once = run(be.gpu, DType::bf16, in, ce_fn(chunk));
+      check_close(once, run(be.cpu, DType::bf16, in, ce_fn(chunk)), tolerance(DType::bf16));
+      // The same bf16 logits, other f32 sums: loss, ce and dh within f32 and bf16 rounding.
+      CHECK(once.outs[2] == twice.outs[2]);  // argmax: the first maximum in both
+      check_close(once, twice, 1e-2);
+      CHECK(rel_err(once.outs[0], twice.outs[0]) <= 1e-5);
+      CHECK(identical(once, run(be.gpu, DType::bf16, in, ce_fn(chunk))));
+    }
+  }
+
+  TEST_CASE("ce rows read once: exact ties across a cluster's CTAs give the first maximum, bad labels NaN") {
+    REQUIRE_GPU();
+    Backends be;
+    // Small integers make every logit exact in bf16 whatever the order of the sums; 16-byte slices
+    // put one pack in each CTA (V = 24: 3 CTAs, 40: 5), so the ties and labels fall across CTAs.
+    ScopedEnv env(kBudget, "16");
+    for (const int64_t V : {24, 40}) {
+      INFO("V " << V);
+      REQUIRE(kernels::cuda::ce_rows_cluster(aligned_address(4096), aligned_address(8192), true, V) == V / 8);
+      const int64_t R = 40, H = 3;
+      std::mt19937_64 rng(11);
+      std::vector<float> hv(size_t(R * H)), wv(size_t(V * H));
+      for (float& x : hv) x = float(int(rng() % 5) - 2);
+      for (float& x : wv) x = float(int(rng() % 3) - 1);
+      for (int64_t k = 0; k < H; ++k) hv[size_t(k)] = 0.0f;  // row 0: every logit 0, argmax 0
+      std::vector<int32_t> labels(static_cast<size_t>(R), 0);
+      for (int64_t r = 0; r < R; ++r) labels[size_t(r)] = int32_t(rng() % uint64_t(V));
+      labels[1] = int32_t(V);
+      labels[2] = -2;
+      labels[3] = -1;
+      std::vector<In> in{{{R, H}, Role::trainable, hv, {}}, {{V, H}, Role::frozen, wv, {}}, ints({R}, labels),
+                         f32c({R}, std::vector<float>(size_t(R), 1.0f / R))};
+      const Result g = run(be.gpu, DType::bf16, in, ce_fn(7)), cpu = run(be.cpu, DType::bf16, in, ce_fn(7));
+      CHECK(g.outs[2] == cpu.outs[2]);
+      CHECK(g.outs[2][0] == 0.0f);
+      CHECK(std::isnan(g.outs[0][0]));
+      for (int64_t r = 0; r < R; ++r) {
+        INFO("row " << r << ", label " << labels[size_t(r)]);
+        const bool bad = r == 1 || r == 2;
+        CHECK(std::isnan(g.outs[1][size_t(r)]) == bad);
+        if (!bad) CHECK(g.outs[1][size_t(r)] == doctest::Approx(cpu.outs[1][size_t(r)]).epsilon(1e-6));
+        if (r == 3) CHECK(g.outs[1][size_t(r)] == 0.0f);
+        for (int64_t k = 0; k < H; ++k) {
+          CHECK(std::isnan(g.grads[0][size_t(r * H + k)]) == bad);
+          if (r == 3) CHECK(g.grads[0][size_t(r * H + k)] == 0.0f);
+        }
+      }
+    }
+  }
+}
+#endif
