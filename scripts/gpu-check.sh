@@ -4,7 +4,7 @@
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, build-base (dflash-bench from the tree of AB_BASE=<commit> scripts/gpu-prepare.sh, for A/B in one call),
 # norms-ab and profile-online-ab (the target's forward, the online step and its table: build-base
-# against build), step-ab (the drafter step at 4096:512 and 1024:128, build-base against build), tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
+# against build), step-ab (the drafter step at 4096:512 and 1024:128, build-base against build), online-ab (the online step, the same), tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
 # sanitize-fused (the target's fused norm kernels under the four tools),
 # racecheck-dkdv (the dk/dv kernel in its three modes on two small cases of the version test; a
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
@@ -26,7 +26,7 @@
 # online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
 # online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
 # --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
-# lm_head's rows read once, under memcheck, racecheck and synccheck), clocks (the offline and online steps and the target under nvidia-smi's clock and power
+# lm_head's rows read once, under memcheck, racecheck and synccheck), ce-ab (those rows' slice sizes A/B), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
@@ -101,6 +101,10 @@ for s in "${steps[@]}"; do
       # interleaved base, new, base, new
       step norms-ab timeout 590 bash -c "for b in build-base build build-base build; do echo \"== \$b\"; \
         ./\$b/dflash-bench target --cuda --model=qwen3-8b --seq=4096 --steps=10 || exit 1; \
+        ./\$b/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
+        done" ;;
+    online-ab)  # this tree against build-base: the online step (--arena-gb=7), interleaved base, new, base, new
+      step online-ab timeout 400 bash -c "for b in build-base build build-base build; do echo \"== \$b\"; \
         ./\$b/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
         done" ;;
     step-ab)  # this tree against build-base: the drafter step at 4096:512 and 1024:128 (default arena), interleaved
@@ -215,10 +219,17 @@ for s in "${steps[@]}"; do
     new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
       step new-cases timeout 300 ./build/dflash-tests --test-suite='gpu*' \
         --test-case='*linear_cross_entropy*,ce rows*,*swiglu*,*rmsnorm*,the golden step on the GPU*,*golden case on the GPU*,*fused forward*' ;;
+    ce-ab)  # the lm_head's training rows: DFLASH_CE_SLICE_BYTES=0 (read twice) against slices of 40 KB (8 CTAs a
+      # row for the qwen3 vocabulary) and 96 KB (4), interleaved, in qwen3-8b 4096:512's table
+      step ce-ab timeout 400 bash -c "for b in 0 40960 98304 0 40960 98304; do echo \"== DFLASH_CE_SLICE_BYTES=\$b\"; \
+        DFLASH_CE_SLICE_BYTES=\$b ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 | \
+        grep -E 'linear_cross_entropy +-|^kernels' || exit 1; done" ;;
     sanitize-ce)  # the lm_head's training rows read once (clusters of CTAs, distributed shared memory) under
-      # memcheck, racecheck and synccheck, on their GPU cases
+      # memcheck, racecheck (that kernel alone: cuBLAS's split-K GEMMs in the same cases trip it) and
+      # synccheck, on their GPU cases
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
-      step sanitize-ce-racecheck san racecheck 300 'gpu-ops' --test-case='ce rows*'
+      step sanitize-ce-racecheck timeout 300 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
+        --kernel-name kns=ce_rows_slice ./build/dflash-tests --test-suite=gpu-ops --test-case='ce rows*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
     sanitize-new)  # the kernels the last sessions changed (linear_ce's rows, swiglu, the norms: rmsnorm's
       # resident forward, the target's add_rmsnorm and rmsnorm_rope) under memcheck and initcheck, on their GPU cases

@@ -3,6 +3,7 @@
 // within a dtype's tolerance, and bit-for-bit comparison of two runs. CUDA builds only.
 #pragma once
 #ifdef DFLASH_CUDA
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -130,6 +131,30 @@ inline OpFn ce_fn(int64_t chunk) {
     ops::LinearCrossEntropy r = ops::linear_cross_entropy(a[0], a[1], a[2], a[3], chunk);
     return std::vector<Tensor>{r.loss, r.ce, r.argmax};
   };
+}
+
+// The GPU's bf16 logits are the GEMM's output rounded once, so its argmax may take any logit
+// that rounds to the same bf16 value as the maximum: against logits in double from the same
+// bf16 inputs, the pick must lie within one bf16 step of the maximum, and must be the maximum
+// itself where the runner-up is more than two steps below.
+inline void check_bf16_argmax(const std::vector<float>& argmax, const std::vector<float>& h, const std::vector<float>& w,
+                       int64_t R, int64_t H, int64_t V) {
+  for (int64_t r = 0; r < R; ++r) {
+    std::vector<double> x(static_cast<size_t>(V), 0.0);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t k = 0; k < H; ++k) x[size_t(v)] += double(h[size_t(r * H + k)]) * double(w[size_t(v * H + k)]);
+    const int64_t best = std::max_element(x.begin(), x.end()) - x.begin();
+    double second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != best) second = std::max(second, x[size_t(v)]);
+    const double top = x[size_t(best)], step = std::ldexp(1.0, std::ilogb(std::max(std::fabs(top), 1e-30)) - 7);
+    const int64_t got = int64_t(argmax[size_t(r)]);
+    INFO("row " << r << ": argmax " << got << ", maximum " << top << " at " << best << ", runner-up " << second
+                << ", bf16 step " << step);
+    REQUIRE((got >= 0 && got < V));
+    CHECK(x[size_t(got)] >= top - step);
+    if (top - second > 2 * step) CHECK(got == best);
+  }
 }
 
 inline std::vector<float> inv_freq(int64_t hd) {

@@ -180,17 +180,17 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
 
 // ---- Training rows read once: a cluster of CTAs holds the row in shared memory ----
 // One cluster of C CTAs per row (C in 1..8); CTA c of the cluster owns the columns [c S, (c+1) S),
-// S = V / C, a multiple of 8, kept in its shared memory (S bf16: 75968 bytes for the qwen3
-// vocabulary at C = 4, so two CTAs share an SM and one loads while the other writes). Pass one
+// S = V / C, a multiple of 8, kept in its shared memory (S bf16: 37984 bytes for the qwen3
+// vocabulary at C = 8, so five CTAs share an SM, some loading while others write). Pass one
 // loads the slice into shared memory and scans it as the kernel above scans its packs; the CTAs'
 // states meet through distributed shared memory and every CTA combines them in rank order (the
 // same bits in each); pass two writes dlogits from shared memory. So the logits are read once and
 // written once, not read twice. The label's logit and column 0 are read from the shared slices
 // before the cluster barrier: after it other CTAs overwrite the logits (dlogits aliases them).
 // Other sums than ce_rows_forward_kernel's (the thread-to-pack map differs), the same bits run to run.
-constexpr int kSliceThreads = 512;
+constexpr int kSliceThreads = 256;
 constexpr int kSliceWarps = kSliceThreads / 32;
-constexpr size_t kSliceBytesDefault = 96 * 1024;  // two CTAs an SM (228 KB of shared memory)
+constexpr size_t kSliceBytesDefault = 40 * 1024;  // five CTAs an SM (228 KB of shared memory, 48 registers)
 
 struct SlicePartial {
   SoftmaxState st;
@@ -201,7 +201,7 @@ struct SlicePartial {
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 
-__global__ void __launch_bounds__(kSliceThreads, 2)
+__global__ void __launch_bounds__(kSliceThreads, 5)
     ce_rows_slice_kernel(const bf16_t* logits, const int32_t* labels, const float* weights, int64_t V, int64_t S,
                          float* lse, float* ce, int32_t* argmax, bf16_t* dlogits) {
   extern __shared__ uint4 slice[];  // S / 8 packs of this CTA's columns
@@ -266,8 +266,8 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
   cluster_wait();  // no CTA leaves while another may still read its part
 }
 
-// The most bytes of a row a CTA keeps: DFLASH_CE_SLICE_BYTES (a test knob; 0: never; default: two
-// CTAs an SM), read at each launch.
+// The most bytes of a row a CTA keeps: DFLASH_CE_SLICE_BYTES (a test and tuning knob; 0: never;
+// default: five CTAs an SM), read at each launch.
 size_t slice_budget() {
   const char* v = std::getenv("DFLASH_CE_SLICE_BYTES");
   if (!v || !*v) return kSliceBytesDefault;
@@ -275,7 +275,7 @@ size_t slice_budget() {
   const unsigned long long b = std::strtoull(v, &end, 10);
   if (*end || b > 200 * 1024)
     throw std::runtime_error(std::string("DFLASH_CE_SLICE_BYTES=") + v +
-                             ": give the most bytes of a row a CTA keeps, 0 (never) to 204800 (unset: 98304)");
+                             ": give the most bytes of a row a CTA keeps, 0 (never) to 204800 (unset: 40960)");
   return size_t(b);
 }
 
