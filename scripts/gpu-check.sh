@@ -26,7 +26,8 @@
 # online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
 # online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
 # --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
-# lm_head's rows read once, under memcheck, racecheck and synccheck), ce-ab (those rows' slice sizes A/B), clocks (the offline and online steps and the target under nvidia-smi's clock and power
+# lm_head's rows read once, under memcheck, racecheck and synccheck), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
+# them read twice and once), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
@@ -224,6 +225,13 @@ for s in "${steps[@]}"; do
       step ce-ab timeout 400 bash -c "for b in 0 40960 98304 0 40960 98304; do echo \"== DFLASH_CE_SLICE_BYTES=\$b\"; \
         DFLASH_CE_SLICE_BYTES=\$b ./build/dflash-bench profile --cuda --model=qwen3-8b --bucket=4096:512 | \
         grep -E 'linear_cross_entropy +-|^kernels' || exit 1; done" ;;
+    ce-steps)  # the steps with the lm_head's rows read twice (DFLASH_CE_SLICE_BYTES=0) and once (the default),
+      # interleaved: the online step (--arena-gb=7), qwen3-8b 4096:512 and 1024:128
+      step ce-steps timeout 500 bash -c "for b in 0 '' 0 ''; do echo \"== DFLASH_CE_SLICE_BYTES=\$b\"; \
+        env DFLASH_CE_SLICE_BYTES=\$b ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 \
+        --steps=20 --arena-gb=7 && env DFLASH_CE_SLICE_BYTES=\$b ./build/dflash-bench step --cuda --model=qwen3-8b \
+        --bucket=4096:512 --steps=20 && env DFLASH_CE_SLICE_BYTES=\$b ./build/dflash-bench step --cuda \
+        --model=qwen3-8b --bucket=1024:128 --steps=30 || exit 1; done" ;;
     sanitize-ce)  # the lm_head's training rows read once (clusters of CTAs, distributed shared memory) under
       # memcheck, racecheck (that kernel alone: cuBLAS's split-K GEMMs in the same cases trip it) and
       # synccheck, on their GPU cases
