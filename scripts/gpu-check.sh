@@ -26,7 +26,7 @@
 # online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
 # online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
 # --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
-# lm_head's rows read once, under memcheck, racecheck and synccheck), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
+# lm_head's rows read once, under memcheck and synccheck), racecheck-ce (the same kernel under racecheck), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
 # them read twice and once), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
@@ -233,12 +233,14 @@ for s in "${steps[@]}"; do
         --bucket=4096:512 --steps=20 && env DFLASH_CE_SLICE_BYTES=\$b ./build/dflash-bench step --cuda \
         --model=qwen3-8b --bucket=1024:128 --steps=30 || exit 1; done" ;;
     sanitize-ce)  # the lm_head's training rows read once (clusters of CTAs, distributed shared memory) under
-      # memcheck, racecheck (that kernel alone: cuBLAS's split-K GEMMs in the same cases trip it) and
-      # synccheck, on their GPU cases
+      # memcheck and synccheck, on their GPU cases
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
-      step sanitize-ce-racecheck timeout 300 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
-        --kernel-name kns=ce_rows_slice ./build/dflash-tests --test-suite=gpu-ops --test-case='ce rows*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
+    racecheck-ce)  # that kernel alone under racecheck (cuBLAS's split-K GEMMs in the same cases trip it). Its first
+      # run (2026-12-03) stopped at the first launch with "Internal Sanitizer Error: The Sanitizer failed to handle
+      # a hardware exception" (memcheck and synccheck: 0 errors): open, see docs/BENCH.md
+      step racecheck-ce timeout 300 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
+        --kernel-name kns=ce_rows_slice ./build/dflash-tests --test-suite=gpu-ops --test-case='ce rows*' ;;
     sanitize-new)  # the kernels the last sessions changed (linear_ce's rows, swiglu, the norms: rmsnorm's
       # resident forward, the target's add_rmsnorm and rmsnorm_rope) under memcheck and initcheck, on their GPU cases
       # (not the attention's fused backward: its case's timeout child does not run under a sanitizer)
