@@ -157,6 +157,17 @@ inline void check_bf16_argmax(const std::vector<float>& argmax, const std::vecto
   }
 }
 
+// h [R, H] and an lm_head [V, H] of small integers, so every logit is exact in f32 and bf16 whatever
+// the order of the sums (ties stay exact); row 0 of h is zero (every logit 0: argmax 0).
+inline std::pair<std::vector<float>, std::vector<float>> integer_ce_weights(int64_t R, int64_t H, int64_t V,
+                                                                           std::mt19937_64& rng) {
+  std::vector<float> hv(size_t(R * H)), wv(size_t(V * H));
+  for (float& x : hv) x = float(int(rng() % 5) - 2);
+  for (float& x : wv) x = float(int(rng() % 3) - 1);
+  for (int64_t k = 0; k < H; ++k) hv[size_t(k)] = 0.0f;
+  return {hv, wv};
+}
+
 inline std::vector<float> inv_freq(int64_t hd) {
   std::vector<float> f(size_t(hd / 2));
   for (int64_t i = 0; i < hd / 2; ++i) f[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));

@@ -103,10 +103,7 @@ TEST_SUITE("gpu-ops") {
       REQUIRE(kernels::cuda::ce_rows_cluster(aligned_address(4096), aligned_address(8192), true, V) == V / 8);
       const int64_t R = 40, H = 3;
       std::mt19937_64 rng(11);
-      std::vector<float> hv(size_t(R * H)), wv(size_t(V * H));
-      for (float& x : hv) x = float(int(rng() % 5) - 2);
-      for (float& x : wv) x = float(int(rng() % 3) - 1);
-      for (int64_t k = 0; k < H; ++k) hv[size_t(k)] = 0.0f;  // row 0: every logit 0, argmax 0
+      const auto [hv, wv] = integer_ce_weights(R, H, V, rng);  // row 0: every logit 0, argmax 0
       std::vector<int32_t> labels(static_cast<size_t>(R), 0);
       for (int64_t r = 0; r < R; ++r) labels[size_t(r)] = int32_t(rng() % uint64_t(V));
       labels[1] = int32_t(V);

@@ -209,10 +209,7 @@ TEST_SUITE("gpu-ops") {
       INFO("V " << V);
       const int64_t R = 40, H = 3;
       std::mt19937_64 rng(5);
-      std::vector<float> hv(size_t(R * H)), wv(size_t(V * H));
-      for (float& x : hv) x = float(int(rng() % 5) - 2);
-      for (float& x : wv) x = float(int(rng() % 3) - 1);
-      for (int64_t k = 0; k < H; ++k) hv[size_t(k)] = 0.0f;  // row 0: every logit 0, argmax 0
+      const auto [hv, wv] = integer_ce_weights(R, H, V, rng);  // row 0: every logit 0, argmax 0
       std::vector<int32_t> labels(size_t(R), 0);
       labels[1] = int32_t(V);
       labels[2] = -2;
