@@ -54,7 +54,8 @@ TEST_SUITE("ce-rows-cluster") {
 }
 
 TEST_SUITE("gpu-ops") {
-  TEST_CASE("ce rows read once by clusters of 1 to 8 CTAs: the CPU's values, the twice-reading kernel's, the same bits") {
+  TEST_CASE(
+      "ce rows read once by clusters of 1 to 8 CTAs: the CPU's values, the twice-reading kernel's, the same bits") {
     REQUIRE_GPU();
     Backends be;
     struct Case {
@@ -63,8 +64,8 @@ TEST_SUITE("gpu-ops") {
       int clusters;
     };
     const int64_t R = 37, H = 16, chunk = 8;  // the last chunk partial
-    for (Case c : {Case{320, "640", 1}, Case{320, "320", 2}, Case{120, "80", 3}, Case{320, "160", 4}, Case{200, "80", 5},
-                   Case{320, "80", 8}, Case{151936, "98304", 4}, Case{151936, nullptr, 8}}) {
+    for (Case c : {Case{320, "640", 1}, Case{320, "320", 2}, Case{120, "80", 3}, Case{320, "160", 4},
+                   Case{200, "80", 5}, Case{320, "80", 8}, Case{151936, "98304", 4}, Case{151936, nullptr, 8}}) {
       INFO("V " << c.V << ", budget " << std::string(c.budget ? c.budget : "default") << ", " << c.clusters
                 << " CTAs a row");
       auto [labels, w] = ce_batch(R, c.V, 7);

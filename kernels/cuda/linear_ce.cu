@@ -1,12 +1,12 @@
 // Fused lm_head + softmax cross-entropy on the GPU, chunked over rows: per chunk a cuBLAS GEMM
 // into logits of h's dtype (bf16 logits, as PyTorch's lm_head gives, so no f32 round trip), then
-// one block per row for logsumexp, CE and argmax (forward; in training also the unit-upstream
-// dlogits, written over the logits) or dlogits (backward when the lm_head needs its gradient,
-// followed by the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order.
-// In training the row kernel reads the logits once and writes dlogits over them where a cluster of up
-// to 8 CTAs can hold a row in shared memory (bf16, V a multiple of 8 C), else it reads them twice.
-// It stays bandwidth-bound only if a logit costs a few instructions: exp(x - m) is ex2.approx((x - m) * log2e), an FADD, an FMUL and an
-// MUFU (x - m as exact as in expf(x - m), so logits near 1e4 lose nothing; relative error about
+// a row kernel for logsumexp, CE and argmax (forward; in training also the unit-upstream dlogits,
+// written over the logits) or dlogits (backward when the lm_head needs its gradient, followed by
+// the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order. In training the row
+// kernel reads the logits once where a cluster of up to 8 CTAs can hold a row in shared memory
+// (bf16, V a multiple of 8 C), else twice (one block a row). It stays bandwidth-bound only if a
+// logit costs a few instructions: exp(x - m) is ex2.approx((x - m) * log2e), an FADD, an FMUL and
+// an MUFU (x - m as exact as in expf(x - m), so logits near 1e4 lose nothing; relative error about
 // 3e-7), and a pack's argmax is looked for only when the pack raises the running maximum.
 #include <cmath>
 #include <cstdlib>
@@ -190,7 +190,7 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
 // Other sums than ce_rows_forward_kernel's (the thread-to-pack map differs), the same bits run to run.
 constexpr int kSliceThreads = 256;
 constexpr int kSliceWarps = kSliceThreads / 32;
-constexpr size_t kSliceBytesDefault = 40 * 1024;  // five CTAs an SM (228 KB of shared memory, 48 registers)
+constexpr size_t kSliceBytesDefault = 40 * 1024;  // five CTAs an SM (228 KB shared memory, 48 registers)
 
 struct SlicePartial {
   SoftmaxState st;
@@ -198,7 +198,9 @@ struct SlicePartial {
   int first_is_nan;   // rank 0: column 0 is NaN
 };
 
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 
 __global__ void __launch_bounds__(kSliceThreads, 5)
@@ -239,7 +241,8 @@ __global__ void __launch_bounds__(kSliceThreads, 5)
     s_lse = row_lse;
     if (rank == 0) {
       const bool valid = label >= 0 && int64_t(label) < V;
-      const float label_logit = valid ? cluster.map_shared_rank(&part, unsigned(int64_t(label) / S))->label_logit : 0.0f;
+      const unsigned owner = valid ? unsigned(int64_t(label) / S) : 0u;
+      const float label_logit = valid ? cluster.map_shared_rank(&part, owner)->label_logit : 0.0f;
       lse[r] = row_lse;
       ce[r] = row_ce(label, V, row_lse, label_logit);
       argmax[r] = int32_t(p0->first_is_nan || t.best == V ? 0 : t.best);
@@ -367,7 +370,8 @@ void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const
                            ce, argmax, static_cast<bf16_t*>(dlogits));
     if (e != cudaSuccess)
       throw std::runtime_error(std::string("ce_rows_forward: the cluster launch (") + std::to_string(C) +
-                               " CTAs a row, " + std::to_string(smem) + " bytes each) failed: " + cudaGetErrorString(e) +
+                               " CTAs a row, " + std::to_string(smem) +
+                               " bytes each) failed: " + cudaGetErrorString(e) +
                                "; DFLASH_CE_SLICE_BYTES=0 selects the kernel that reads the logits twice");
     check_launch("ce_rows_forward (row slices)");
     return;
