@@ -4,7 +4,7 @@
 #   bash scripts/gpu-check.sh build tests profile     # any subset, in this order
 # Steps: build, build-base (dflash-bench from the tree of AB_BASE=<commit> scripts/gpu-prepare.sh, for A/B in one call),
 # norms-ab and profile-online-ab (the target's forward, the online step and its table: build-base
-# against build), step-ab (the drafter step at 4096:512 and 1024:128, build-base against build), online-ab (the online step, the same), tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
+# against build), step-ab (the drafter step at 4096:512 and 1024:128, build-base against build), tests (gpu* suites; gpu2* too when 2 GPUs), cpu-tests, memcheck, racecheck,
 # sanitize-fused (the target's fused norm kernels under the four tools),
 # racecheck-dkdv (the dk/dv kernel in its three modes on two small cases of the version test; a
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
@@ -102,10 +102,6 @@ for s in "${steps[@]}"; do
       # interleaved base, new, base, new
       step norms-ab timeout 590 bash -c "for b in build-base build build-base build; do echo \"== \$b\"; \
         ./\$b/dflash-bench target --cuda --model=qwen3-8b --seq=4096 --steps=10 || exit 1; \
-        ./\$b/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
-        done" ;;
-    online-ab)  # this tree against build-base: the online step (--arena-gb=7), interleaved base, new, base, new
-      step online-ab timeout 400 bash -c "for b in build-base build build-base build; do echo \"== \$b\"; \
         ./\$b/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 --arena-gb=7 || exit 1; \
         done" ;;
     step-ab)  # this tree against build-base: the drafter step at 4096:512 and 1024:128 (default arena), interleaved
