@@ -138,6 +138,9 @@ void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
   const OptimizerConfig c = config_;
   kernels::cpu::LrSchedule sched{c.lr, c.lr * c.min_lr_ratio, c.warmup_steps, c.total_steps};
   kernels::cpu::AdamW h{c.beta1, c.beta2, c.eps, c.weight_decay};
+  // The traffic of the CUDA update: the norm pass reads g (4 bytes an element); AdamW reads g, p, m,
+  // v (16) and writes p, m, v (12) and the bf16 compute copy (2); zeroing g writes 4 more.
+  note_bytes_cost(double(n) * (34.0 + (zero_grads_ ? 4.0 : 0.0)));
   if (on_cpu()) {
     Context& x = ctx();
     x.launch([=] { kernels::cpu::scale_inplace(g, n, grad_scale); });

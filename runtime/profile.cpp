@@ -118,6 +118,14 @@ void note_pair_cost(double flop_per_pair, const std::string& what) {
   note_cost(std::move(c));
 }
 
+void note_flop_cost(double flop, const std::string& what) {
+  if (!Context::current_or_null() || !Context::current().profile_log()) return;
+  CallCost c;
+  c.flop = flop;
+  c.shape = what;
+  note_cost(std::move(c));
+}
+
 std::vector<ProfileRow> profile_rows(const std::vector<ProfiledCall>& calls, const std::vector<double>& times_ms,
                                      int64_t replays, double visible_pairs) {
   DF_CHECK(times_ms.size() == calls.size(), "profile: " << times_ms.size() << " times for " << calls.size() << " calls");

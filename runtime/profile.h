@@ -130,5 +130,7 @@ void note_gemm_cost(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool c_bf
 void note_bytes_cost(double bytes);
 // Adds an attention call's cost (FLOP per visible pair) to the next kernel call.
 void note_pair_cost(double flop_per_pair, const std::string& what);
+// Adds a call's FLOP (not a GEMM, not per drafter pair: the target's causal attention) to the next kernel call.
+void note_flop_cost(double flop, const std::string& what);
 
 }  // namespace dflash

@@ -51,7 +51,8 @@ TEST_SUITE("gpu-ops") {
       int64_t B, L, hq, hk, hd;
     };
     // hd 128 / 64: fused (16 / 8 lanes a head in bf16, a block's 256 threads taking 16 / 32 heads
-    // a round); 40, 30 and 72 heads: partial last rounds; 2 heads over 2 x 300 rows: most of a
+    // a round); 40, 30 and 72 heads: partial last rounds (72: five rounds in bf16, nine in f32, so
+    // rounds past the four loaded before the angles); 2 heads over 2 x 300 rows: most of a
     // block idle; hd 16 (bf16: 2 lanes a head); hd 96 (12 packs) and hd 8 in bf16 (one pack): the
     // unfused fallback; hd 8 in f32: 2 lanes.
     for (Case c : {Case{2, 5, 4, 2, 128}, Case{1, 9, 32, 8, 128}, Case{2, 33, 32, 8, 128}, Case{1, 6, 24, 6, 128},

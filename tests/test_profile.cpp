@@ -1,6 +1,7 @@
 // The profiler's table (`dflash-bench profile`, CPU): every GEMM row's FLOP is calls x 2MNK of its
 // shape, the rows of one step add up to ../shared/BENCH.md's FLOP formula (computed here from the
 // drafter's dims) less the lm_head rows of each block's slot 0, which the drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
+// The update row counts the optimizer's bytes; the online target's attention rows count its causal FLOP.
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -69,7 +70,7 @@ TEST_SUITE("profile") {
       CHECK(int(r.summary["partially_recomputed"]) == partial);
       double counted = 0, total_ms = 0, recomputed_flop = 0;
       bool recomputed_gemm = false, recomputed_attention = false;
-      double recompute_adds = 0;
+      double recompute_adds = 0, adamw_bytes = 0;
       for (const nlohmann::json& row : r.rows) {
         const std::string shape = row["shape"], phase = row["phase"], op = row["op"];
         const double flop = row["flop"], calls = row["calls"];
@@ -80,6 +81,7 @@ TEST_SUITE("profile") {
           REQUIRE(std::sscanf(shape.c_str(), "gemm M=%lld N=%lld K=%lld", &M, &N, &K) == 3);
           CHECK(flop == doctest::Approx(calls * 2.0 * double(M) * double(N) * double(K)).epsilon(1e-12));
         }
+        if (op == "adamw") adamw_bytes += double(row["bytes"]);
         if (op == "dflash_attention") {
           const double per_pair = shape == "attention forward" ? 4.0 : 10.0;
           CHECK(flop == doctest::Approx(calls * per_pair * 16 * 4 * double(r.summary["visible_pairs"])).epsilon(1e-12));
@@ -113,6 +115,12 @@ TEST_SUITE("profile") {
       const double qkv = 2 * T * H * q + 2 * 2 * (S + T) * H * kv, o = 2 * T * q * H, gate_up = 2 * 2 * T * H * I;
       CHECK(recomputed_flop == doctest::Approx(full * (qkv + o + gate_up) + partial * qkv).epsilon(1e-12));
       CHECK(recompute_adds == full);  // the attention's residual add, per layer recomputed entirely
+      // The update's traffic: 34 bytes an element of the tiny drafter's flat parameters (fc 5 x 64 x
+      // 64, hidden_norm 64, per layer 2 norms of 64, q and o 64 x 64, k and v 32 x 64, q_norm and
+      // k_norm 16, gate, up and down 128 x 64; the final norm 64; each a multiple of 16 already),
+      // grads not zeroed (the bench's one micro-batch writes them fresh).
+      const double params = 5 * 64 * 64 + 64 + 2 * (2 * 64 + 2 * 64 * 64 + 2 * 32 * 64 + 2 * 16 + 3 * 128 * 64) + 64;
+      CHECK(adamw_bytes == 34 * params);
       CHECK(total_ms > 0.0);
     }
   }
@@ -124,11 +132,16 @@ TEST_SUITE("profile") {
     const double H = 64, I = 192, q = 4 * 16, kv = 2 * 16, S = 128, layers = 34, hd = 16, nh = 4;
     const double gemm_flop = layers * S * 2 * (H * q + 2 * H * kv + q * H + 3 * H * I);
     const double attention_flop = layers * 2 * 2 * (S * (S + 1) / 2) * hd * nh;  // causal, as BENCH.md counts
-    double target_gemm = 0, drafter_gemm = 0;
+    double target_gemm = 0, drafter_gemm = 0, target_attention = 0;
     bool update_rows = false;
     for (const nlohmann::json& row : r.rows) {
       const std::string shape = row["shape"], program = row["program"];
       if (program == "update") update_rows = true;
+      if (std::string(row["op"]) == "causal_attention") {
+        CHECK(program == "target/128");
+        CHECK(shape == "causal attention forward");
+        target_attention += double(row["flop"]);
+      }
       if (shape.rfind("gemm ", 0) != 0) continue;
       long long M = 0, N = 0, K = 0;
       REQUIRE(std::sscanf(shape.c_str(), "gemm M=%lld N=%lld K=%lld", &M, &N, &K) == 3);
@@ -142,6 +155,7 @@ TEST_SUITE("profile") {
       }
     }
     CHECK(target_gemm == doctest::Approx(gemm_flop).epsilon(1e-12));
+    CHECK(target_attention == doctest::Approx(attention_flop).epsilon(1e-12));
     CHECK(drafter_gemm > 0);
     CHECK(update_rows);
     // bench_flop: the drafter's formula plus the target's forward, its attention included.

@@ -86,7 +86,16 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int hd = G * N, half = hd / 2, segs = kThreads / G;
   __shared__ float angles[hd];  // cos [half], then sin [half]
   const int seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x, heads = hq + hk;
+  const Words16<T> zero{make_uint4(0, 0, 0, 0)};
+  auto at = [&](int64_t h) { return (h < hq ? row * hq + h : row * hk + (h - hq)) * hd + lane * N; };
+  auto load_head = [&](int64_t h) { return h < heads ? load_words16((h < hq ? q : k) + at(h)) : zero; };
+  // The first kPreloaded rounds' heads are loaded before the angles: the row's reads are in
+  // flight while the position, the sincosf and the barrier complete (later rounds load in turn).
+  constexpr int kPreloaded = 4;
+  Words16<T> pre[kPreloaded];
+#pragma unroll
+  for (int i = 0; i < kPreloaded; ++i) pre[i] = load_head(int64_t(i) * segs + seg);
   const float pos = float(positions[row]);
   for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &angles[half + i], &angles[i]);
   float wqf[N], wkf[N];
@@ -105,13 +114,11 @@ __global__ void __launch_bounds__(kThreads)
     bc[i] = low ? c : sn;
     dc[i] = low ? -sn : c;
   }
-  const Words16<T> zero{make_uint4(0, 0, 0, 0)};
-  for (int64_t base = 0; base < hq + hk; base += segs) {
-    const int64_t h = base + seg;
-    const bool on = h < hq + hk, is_q = h < hq;
-    const int64_t at = (is_q ? row * hq + h : row * hk + (h - hq)) * hd + lane * N;
+  // One round: head h (its segment's lanes) from its loaded words x.
+  auto round = [&](int64_t h, const Words16<T>& x) {
+    const bool on = h < heads, is_q = h < hq;
     float f[N];
-    to_floats(on ? load_words16((is_q ? q : k) + at) : zero, f);
+    to_floats(x, f);
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; ++i) ss += f[i] * f[i];
@@ -126,14 +133,18 @@ __global__ void __launch_bounds__(kThreads)
     other.u.y = __shfl_xor_sync(0xffffffffu, mine.u.y, G / 2);
     other.u.z = __shfl_xor_sync(0xffffffffu, mine.u.z, G / 2);
     other.u.w = __shfl_xor_sync(0xffffffffu, mine.u.w, G / 2);
-    if (!on) continue;
+    if (!on) return;
     float m[N], o[N];
     to_floats(mine, m);
     to_floats(other, o);
 #pragma unroll
     for (int i = 0; i < N; ++i) f[i] = __fmaf_rn(low ? m[i] : o[i], bc[i], __fmul_rn(low ? o[i] : m[i], dc[i]));
-    store_words16((is_q ? yq : yk) + at, from_floats<T>(f));
-  }
+    store_words16((is_q ? yq : yk) + at(h), from_floats<T>(f));
+  };
+#pragma unroll
+  for (int i = 0; i < kPreloaded; ++i)
+    if (int64_t(i) * segs < heads) round(int64_t(i) * segs + seg, pre[i]);
+  for (int64_t base = int64_t(kPreloaded) * segs; base < heads; base += segs) round(base + seg, load_head(base + seg));
 }
 
 template <class T, int N>
