@@ -232,9 +232,10 @@ for s in "${steps[@]}"; do
       # memcheck and synccheck, on their GPU cases
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
-    racecheck-ce)  # that kernel alone under racecheck (cuBLAS's split-K GEMMs in the same cases trip it). Its first
-      # run (2026-12-03) stopped at the first launch with "Internal Sanitizer Error: The Sanitizer failed to handle
-      # a hardware exception" (memcheck and synccheck: 0 errors): open, see docs/BENCH.md
+    racecheck-ce)  # that kernel alone under racecheck (cuBLAS's split-K GEMMs in the same cases trip it). Both runs
+      # (2026-12-03, generic and mapa/ld.shared::cluster reads of the partner CTAs) stopped at the first launch, a
+      # one-CTA cluster, with "Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception"
+      # (memcheck and synccheck: 0 errors): open, see docs/BENCH.md
       step racecheck-ce timeout 300 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 9 \
         --kernel-name kns=ce_rows_slice ./build/dflash-tests --test-suite=gpu-ops --test-case='ce rows*' ;;
     sanitize-new)  # the kernels the last sessions changed (linear_ce's rows, swiglu, the norms: rmsnorm's

@@ -9,7 +9,6 @@
 // an MUFU (x - m as exact as in expf(x - m), so logits near 1e4 lose nothing; relative error about
 // 3e-7), and a pack's argmax is looked for only when the pack raises the running maximum.
 #include <cmath>
-#include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -19,7 +18,6 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/dflash_attention_sm90_ptx.cuh"
 
 namespace dflash::kernels::cuda {
 
@@ -183,22 +181,19 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
 // ---- Training rows read once: a cluster of CTAs holds the row in shared memory ----
 // One cluster of C CTAs per row (C in 1..8); CTA c of the cluster owns the columns [c S, (c+1) S),
 // S = V / C, a multiple of 8, kept in its shared memory (S bf16: 37984 bytes for the qwen3
-// vocabulary at C = 8, so five CTAs share an SM, some loading while others write). The slice
-// arrives by one bulk copy (the whole slice in flight at once, no registers held for it) and is
-// scanned from shared memory as the kernel above scans its packs; the CTAs' states meet through
-// distributed shared memory and every CTA combines them in rank order (the same bits in each);
-// the dlogits are written over the slice in shared memory and leave by one bulk store. So the
-// logits are read once and written once, not read twice. The label's logit and column 0 are read
-// from the shared slices before the cluster barrier: after it other CTAs overwrite the logits
-// (dlogits aliases them). Other sums than ce_rows_forward_kernel's (the thread-to-pack map
-// differs), the same bits run to run.
+// vocabulary at C = 8, so five CTAs share an SM, some loading while others write). Pass one
+// loads the slice into shared memory and scans it as the kernel above scans its packs; the CTAs'
+// states meet through distributed shared memory and every CTA combines them in rank order (the
+// same bits in each); pass two writes dlogits from shared memory. So the logits are read once and
+// written once, not read twice. The label's logit and column 0 are read from the shared slices
+// before the cluster barrier: after it other CTAs overwrite the logits (dlogits aliases them).
+// Other sums than ce_rows_forward_kernel's (the thread-to-pack map differs), the same bits run to run.
 constexpr int kSliceThreads = 256;
 constexpr int kSliceWarps = kSliceThreads / 32;
-constexpr size_t kSliceBytesDefault = 40 * 1024;  // five CTAs an SM (228 KB shared memory)
+constexpr size_t kSliceBytesDefault = 40 * 1024;  // five CTAs an SM (228 KB shared memory, 48 registers)
 
 struct SlicePartial {
-  float m, s;         // the slice's running max and exp-sum
-  int64_t best;       // its first argmax (V when none)
+  SoftmaxState st;
   float label_logit;  // the label's logit where this slice holds the label
   int first_is_nan;   // rank 0: column 0 is NaN
 };
@@ -208,86 +203,55 @@ __device__ __forceinline__ void cluster_arrive() {
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 
-// The address of `local` (this CTA's shared memory) in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ uint32_t cluster_address(const void* local, unsigned rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(sm90::smem_u32(local)), "r"(rank));
-  return a;
-}
-__device__ __forceinline__ SlicePartial load_partial(uint32_t a) {
-  SlicePartial p;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(p.m) : "r"(a) : "memory");
-  asm volatile("ld.shared::cluster.f32 %0, [%1 + 4];\n" : "=f"(p.s) : "r"(a) : "memory");
-  asm volatile("ld.shared::cluster.s64 %0, [%1 + 8];\n" : "=l"(p.best) : "r"(a) : "memory");
-  asm volatile("ld.shared::cluster.f32 %0, [%1 + 16];\n" : "=f"(p.label_logit) : "r"(a) : "memory");
-  asm volatile("ld.shared::cluster.s32 %0, [%1 + 20];\n" : "=r"(p.first_is_nan) : "r"(a) : "memory");
-  return p;
-}
-static_assert(offsetof(SlicePartial, best) == 8 && offsetof(SlicePartial, label_logit) == 16 &&
-              offsetof(SlicePartial, first_is_nan) == 20, "load_partial's offsets");
-
 __global__ void __launch_bounds__(kSliceThreads, 5)
     ce_rows_slice_kernel(const bf16_t* logits, const int32_t* labels, const float* weights, int64_t V, int64_t S,
                          float* lse, float* ce, int32_t* argmax, bf16_t* dlogits) {
-  extern __shared__ __align__(128) uint4 slice[];  // S / 8 packs of this CTA's columns
+  extern __shared__ uint4 slice[];  // S / 8 packs of this CTA's columns
   __shared__ SoftmaxState sh[kSliceWarps];
   __shared__ SlicePartial part;
   __shared__ float s_lse;
-  __shared__ __align__(8) uint64_t landed;  // the slice's bulk copy: one arrival and S * 2 bytes
   cg::cluster_group cluster = cg::this_cluster();
   const unsigned C = cluster.num_blocks(), rank = cluster.block_rank();
   const int64_t r = blockIdx.x / C, col0 = int64_t(rank) * S, packs = S / 8;
-  const uint32_t bytes = uint32_t(S * int64_t(sizeof(bf16_t))), bar = sm90::smem_u32(&landed);
-  if (threadIdx.x == 0) {
-    sm90::mbar_init(bar, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-            sm90::smem_u32(slice)),
-        "l"(logits + r * V + col0), "r"(bytes), "r"(bar)
-        : "memory");
-  }
-  const int32_t label = labels[r];
-  const float w = weights[r];
-  __syncthreads();  // the barrier is initialised before anyone waits on it
-  sm90::mbar_wait(bar, 0);
+  const uint4* x = reinterpret_cast<const uint4*>(logits + r * V + col0);
   SoftmaxState st{-INFINITY, 0.0f, V};
 #pragma unroll 4
   for (int64_t p = threadIdx.x; p < packs; p += kSliceThreads) {
+    const uint4 u = x[p];
+    slice[p] = u;
     float xs[8];
-    unpack(RawPack<bf16_t>{slice[p]}, xs);
+    unpack(RawPack<bf16_t>{u}, xs);
     scan_pack(xs, col0 + 8 * p, st);
   }
-  st = block_state(st, sh);
+  st = block_state(st, sh);  // its barrier also makes the slice visible to thread 0
+  const int32_t label = labels[r];
   const bf16_t* held = reinterpret_cast<const bf16_t*>(slice);
   if (threadIdx.x == 0) {
+    part.st = st;
     const int64_t at = int64_t(label) - col0;
-    part = {st.m, st.s, st.best, at >= 0 && at < S ? to_float(held[at]) : 0.0f, rank == 0 && isnan(to_float(held[0]))};
+    part.label_logit = at >= 0 && at < S ? to_float(held[at]) : 0.0f;
+    part.first_is_nan = rank == 0 && isnan(to_float(held[0]));
   }
   cluster.sync();  // every CTA's part written
-  if (threadIdx.x < 32) {  // lane c reads CTA c's part; lane 0 combines them in rank order
-    const unsigned lane = threadIdx.x;
-    SlicePartial mine{};
-    if (lane < C) mine = load_partial(cluster_address(&part, lane));
-    SoftmaxState t{__shfl_sync(~0u, mine.m, 0), __shfl_sync(~0u, mine.s, 0), __shfl_sync(~0u, mine.best, 0)};
-    for (unsigned c = 1; c < C; ++c)
-      t = combine(t, {__shfl_sync(~0u, mine.m, c), __shfl_sync(~0u, mine.s, c), __shfl_sync(~0u, mine.best, c)});
-    const bool valid = label >= 0 && int64_t(label) < V;
-    const float label_logit = __shfl_sync(~0u, mine.label_logit, valid ? unsigned(int64_t(label) / S) : 0u);
-    const int first_is_nan = __shfl_sync(~0u, mine.first_is_nan, 0);
-    if (lane == 0) {
-      const float row_lse = t.m + logf(t.s);
-      s_lse = row_lse;
-      if (rank == 0) {
-        lse[r] = row_lse;
-        ce[r] = row_ce(label, V, row_lse, label_logit);
-        argmax[r] = int32_t(first_is_nan || t.best == V ? 0 : t.best);
-      }
+  if (threadIdx.x == 0) {
+    const SlicePartial* p0 = cluster.map_shared_rank(&part, 0);
+    SoftmaxState t = p0->st;
+    for (unsigned c = 1; c < C; ++c) t = combine(t, cluster.map_shared_rank(&part, c)->st);
+    const float row_lse = t.m + logf(t.s);
+    s_lse = row_lse;
+    if (rank == 0) {
+      const bool valid = label >= 0 && int64_t(label) < V;
+      const unsigned owner = valid ? unsigned(int64_t(label) / S) : 0u;
+      const float label_logit = valid ? cluster.map_shared_rank(&part, owner)->label_logit : 0.0f;
+      lse[r] = row_lse;
+      ce[r] = row_ce(label, V, row_lse, label_logit);
+      argmax[r] = int32_t(p0->first_is_nan || t.best == V ? 0 : t.best);
     }
   }
   cluster_arrive();  // this CTA is done reading the others' parts
   __syncthreads();
+  uint4* d = reinterpret_cast<uint4*>(dlogits + r * V + col0);
+  const float w = weights[r];
   const bool filled = dlogits_filled(w, label, V);
   const float fill = dlogits_fill(w, label), row_lse = s_lse;
 #pragma unroll 4
@@ -300,14 +264,7 @@ __global__ void __launch_bounds__(kSliceThreads, 5)
       unpack(RawPack<bf16_t>{slice[p]}, g);
       dlogit_pack(g, col0 + 8 * p, row_lse, w, label);
     }
-    store_pack(reinterpret_cast<bf16_t*>(slice + p), g);
-  }
-  sm90::fence_async_shared();  // each thread's dlogits visible to the bulk store
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    sm90::bulk_store(dlogits + r * V + col0, sm90::smem_u32(slice), bytes);
-    sm90::bulk_commit();
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the slice is read before the CTA leaves
+    store_pack(reinterpret_cast<bf16_t*>(d + p), g);
   }
   cluster_wait();  // no CTA leaves while another may still read its part
 }
