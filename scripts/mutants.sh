@@ -216,6 +216,14 @@ mutant "the profile check holds the kernels against the untraced replay, not the
   'double profile_reference_ms(const ProfileTableInput& in) { return in.traced_ms > 0 ? in.traced_ms : in.measured_ms; }' \
   'double profile_reference_ms(const ProfileTableInput& in) { return in.measured_ms; }'
 
+mutant "the profile counts the target's causal attention over every (query, key) pair, not the visible half" "-ts=profile" \
+  'note_flop_cost(4.0 * double(hd * nh * B) * double(S) * double(S + 1) / 2.0, "causal attention forward");' \
+  'note_flop_cost(4.0 * double(hd * nh * B) * double(S) * double(S), "causal attention forward");'
+
+mutant "the profile leaves the optimizer's norm pass out of the update's bytes" "-ts=profile" \
+  'note_bytes_cost(double(n) * (34.0 + (zero_grads_ ? 4.0 : 0.0)));' \
+  'note_bytes_cost(double(n) * (30.0 + (zero_grads_ ? 4.0 : 0.0)));'
+
 mutant "the recompute hint ignores runtime.memory_limit_gb" "-ts=config-effects" \
   'if (arena_limit_bytes > 0 && without > arena_limit_bytes) return "";' \
   'if (false) return "";'
