@@ -10,7 +10,7 @@
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
 # memcheck, racecheck, synccheck and initcheck, one step each),
 # sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
-# dkdv-ab (dk/dv's decoupled against ws in the step), sanitize-dkdv-ws, dq-ab (dq's own kernel
+# dkdv-ab (dk/dv's decoupled against ws in the step), modes-short (the backward's modes at 1024:128 and 2048:256), sanitize-dkdv-ws, dq-ab (dq's own kernel
 # against the fused backward in the step), fused-smoke (the fused backward's test case under a
 # timeout), sanitize-fused-dq (it under memcheck, synccheck, racecheck), keys-ab (the forward over
 # 64- against 128-key tiles in the step), sanitize-wide (its 128-key tiles under three tools),
@@ -134,6 +134,14 @@ for s in "${steps[@]}"; do
       step sanitize-dkdv-ws-synccheck san synccheck 300 'gpu-attention'
       step sanitize-dkdv-ws-racecheck san racecheck 300 'gpu-attention' \
         --test-case='CUDA kernel versions 1 and 2 agree*' --subcase='hd 64 with two chunks*' ;;
+    modes-short)  # the attention backward's modes at the short qwen3-8b buckets (1024:128 and 2048:256, where dk/dv
+      # runs split and dq its own kernel by default), interleaved: default, dk/dv ws, ws with dq fused, decoupled,
+      # shared, then the first three again (--arena-gb=4: nothing recomputed)
+      step modes-short timeout 500 bash -c "for m in default ws ws+fused decoupled shared default ws ws+fused; do \
+        case \$m in default) e=();; ws+fused) e=(DFLASH_ATTENTION_DKDV=ws DFLASH_ATTENTION_DQ=fused);; \
+        *) e=(DFLASH_ATTENTION_DKDV=\$m);; esac; echo \"== \$m\"; env \"\${e[@]}\" ./build/dflash-bench step --cuda \
+        --model=qwen3-8b --bucket=1024:128 --bucket=2048:256 --steps=20 --arena-gb=4 | grep -E '^ +[0-9]+:' \
+        || exit 1; done" ;;
     dq-ab)  # dq in its own kernel against the fused backward (dq summed in dk/dv's kernel) in the step
       mode_ab dq-ab DFLASH_ATTENTION_DQ separate fused ;;
     fused-smoke)  # the fused backward's test case alone, under a timeout (its turns wait across CTAs)
