@@ -10,7 +10,8 @@
 # doctest filter splits at commas, hence "?"), sanitize-spec (the decode kernels of gpu-spec under
 # memcheck, racecheck, synccheck and initcheck, one step each),
 # sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
-# dkdv-ab (dk/dv's decoupled against ws in the step), modes-short (the backward's modes at 1024:128 and 2048:256), sanitize-dkdv-ws, dq-ab (dq's own kernel
+# dkdv-ab (dk/dv's decoupled against ws in the step), tma-ab (dk/dv's chunks by threads against TMA in the step),
+# sanitize-tma (those TMA loads under the four tools), attention-4096 (the attention bench at 4096:512 alone), modes-short (the backward's modes at 1024:128 and 2048:256), sanitize-dkdv-ws, dq-ab (dq's own kernel
 # against the fused backward in the step), fused-smoke (the fused backward's test case under a
 # timeout), sanitize-fused-dq (it under memcheck, synccheck, racecheck), keys-ab (the forward over
 # 64- against 128-key tiles in the step), sanitize-wide (its 128-key tiles under three tools),
@@ -222,8 +223,17 @@ for s in "${steps[@]}"; do
     cudnn-plans)  # every plan cuDNN lists for the target's causal attention, timed alone beside the default
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
     new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
-      step new-cases timeout 300 ./build/dflash-tests --test-suite='gpu*' \
-        --test-case='*linear_cross_entropy*,ce rows*,*swiglu*,*rmsnorm*,the golden step on the GPU*,*golden case on the GPU*,*fused forward*' ;;
+      step new-cases timeout 200 ./build/dflash-tests --test-suite='gpu*' \
+        --test-case='*dk/dv chunks by TMA*,*TMA loads apply*' ;;
+    sanitize-tma)  # dk/dv's chunks by TMA under the four tools (racecheck and initcheck on the smallest subcase)
+      step sanitize-tma-memcheck san memcheck 300 'gpu-attention' --test-case='*dk/dv chunks by TMA*'
+      step sanitize-tma-synccheck san synccheck 300 'gpu-attention' --test-case='*dk/dv chunks by TMA*'
+      for tool in racecheck initcheck; do
+        step "sanitize-tma-$tool" san "$tool" 300 'gpu-attention' --test-case='*dk/dv chunks by TMA*' --subcase='hd 64*'
+      done ;;
+    tma-ab)  # dk/dv's chunks by the producer threads' cp.async against TMA in the step (see mode_ab)
+      mode_ab tma-ab DFLASH_ATTENTION_DKDV_LOADS threads tma ;;
+    attention-4096) step attention-4096 timeout 200 ./build/dflash-bench attention --seq=4096 --anchors=512 --reps=20 ;;
     ce-ab)  # the lm_head's training rows: DFLASH_CE_SLICE_BYTES=0 (read twice) against slices of 40 KB (8 CTAs a
       # row for the qwen3 vocabulary) and 96 KB (4), interleaved, in qwen3-8b 4096:512's table
       step ce-ab timeout 400 bash -c "for b in 0 40960 98304 0 40960 98304; do echo \"== DFLASH_CE_SLICE_BYTES=\$b\"; \

@@ -283,5 +283,9 @@ void dflash_attention_backward(const DflashAttentionBackward& a, void* stream);
 // is asked for; version as in DflashAttentionBackward. Asked when the graph is planned.
 int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bool bf16, bool wants_dq,
                                                 int version = 0);
+// Version 2's dk/dv kernel loads its query chunks by TMA for these dims (bf16; the ws and fused
+// modes, where a chunk is one block's rows: group * bs = 64, hd 64 or 128, bs a multiple of 4), not
+// by cp.async per row; DFLASH_ATTENTION_DKDV_LOADS=threads turns it off. Same bits either way.
+bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16);
 
 }  // namespace dflash::kernels::cuda

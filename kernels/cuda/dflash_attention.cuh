@@ -352,4 +352,6 @@ bool forward(const DflashAttentionForward& a, void* stream);
 bool backward(const DflashAttentionBackward& a, void* stream);
 // Bytes of scratch the fused backward needs for dims d with dq asked for (0 when it will not run).
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16);
+// dk/dv's producer loads its chunks by TMA for dims d (dflash_attention_tma_sm90.cu).
+bool dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16);
 }  // namespace dflash::kernels::cuda::sm90

@@ -458,6 +458,10 @@ int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bo
   return sm90::backward_scratch_bytes(d, bf16);
 }
 
+bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
+  return sm90::dkdv_loads_by_tma(d, bf16);
+}
+
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const Geometry G = geometry(a.d);
   if ((!a.dq && !a.dk && !a.dv) || G.B * G.N * G.nkv == 0) return;

@@ -69,7 +69,8 @@ constexpr int dkdv_smem_bytes() {
 // sees the warpgroup's keys is skipped, one that sees them all is not masked. At the end dv += dV
 // and dk += scale * dK, each element by one thread.
 template <int HDP, Dkdv MODE>
-__global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(const Params p) {
+__global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
+    dkdv_kernel(const Params p, const __grid_constant__ DkdvMaps maps) {
   using M = DkdvMode<MODE>;
   constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled, WS = M::kWs, FUSED = M::kFused;
   static_assert(M::kAhead >= 1 && M::kAhead < M::kDepth, "chunks are staged ahead within the pipeline's stages");
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
     s_first = N, s_last = -1;
     if constexpr (M::kRing)
       for (int i = 0; i < M::kDepth; ++i)
-        mbar_init(full0 + 8u * i, WS ? kStagers<MODE> : kThreads), mbar_init(empty0 + 8u * i, kThreads);
+        mbar_init(full0 + 8u * i, WS ? (p.dkdv_tma ? 32 : kStagers<MODE>) : kThreads), mbar_init(empty0 + 8u * i, kThreads);
     if constexpr (FUSED) mbar_init(ds_empty, kThreads), mbar_init(dq_full, kThreads), mbar_init(dq_empty, 32);
   }
   __syncthreads();
@@ -151,6 +152,33 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1) dkdv_kernel(co
                    p.dq_wait_ns);
           return;
         }
+      }
+      if (p.dkdv_tma) {  // one warp stages every chunk by TMA: chunk ch is block Rb / 64 + ch's rows
+        if (ptid >= 32) return;
+        for (int i = 0; i < nloc; ++i) {
+          const int stg = i % M::kDepth, a = Rb / kRows + chunk_of(i);
+          if (i >= M::kDepth) mbar_wait(empty0 + 8u * uint32_t(stg), uint32_t(i / M::kDepth - 1) & 1u);
+          const uint32_t full = full0 + 8u * uint32_t(stg), qt = sChunks + uint32_t(2 * stg) * TB, ot = qt + TB;
+          // The block's anchor and keep, the same for every row (generic stores, released by the arrival).
+          const int anc = anchors[a], kp = keep[a];
+          int* mrow = reinterpret_cast<int*>(smem_raw + (sPipeMeta - raw)) + (stg * 4 + 2) * kRows;
+          mrow[lane] = anc, mrow[lane + 32] = anc, mrow[kRows + lane] = kp, mrow[kRows + lane + 32] = kp;
+          if (lane == 0) {
+            mbar_arrive_expect_tx(full, 2 * TB + 2 * kRows * 4);
+            const int tok = b * int(G.T) + a * bs, head = g * int(G.group);
+#pragma unroll
+            for (int sl = 0; sl < HDP / kSlabCols; ++sl) {
+              tma_load_3d(qt + uint32_t(sl) * slab_bytes(kRows), &maps.q, sl * kSlabCols, tok, head, full);
+              tma_load_3d(ot + uint32_t(sl) * slab_bytes(kRows), &maps.dout, sl * kSlabCols, tok, head, full);
+            }
+            const int lrow = b * int(G.nh) + head;
+            tma_load_2d(sPipeMeta + uint32_t(stg * 4) * kRows * 4u, &maps.lse, a * bs, lrow, full);
+            tma_load_2d(sPipeMeta + uint32_t(stg * 4 + 1) * kRows * 4u, &maps.delta, a * bs, lrow, full);
+          } else {
+            mbar_arrive(full);
+          }
+        }
+        return;
       }
       constexpr int kPieces = HDP / 8, kStep = kStagers<MODE> / kPieces;
       static_assert(kStagers<MODE> % kPieces == 0, "every staging thread keeps one piece");
@@ -461,6 +489,8 @@ void launch_dkdv(Params p, cudaStream_t s, bool fused) {
   const Geometry& G = p.G;
   const Dkdv mode = dkdv_mode(G);
   const bool split = mode == Dkdv::split;
+  DkdvMaps maps{};  // unused by the modes without a producer and where the chunks come by cp.async
+  p.dkdv_tma = (fused || mode == Dkdv::ws) && dkdv_tma_maps(p, &maps);
   const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::shared>::kKeys;
   p.nctx = int((G.S + keys - 1) / keys);
   p.ndraft = int((G.T + keys - 1) / keys);
@@ -469,9 +499,10 @@ void launch_dkdv(Params p, cudaStream_t s, bool fused) {
   auto run = [&](auto mode) {
     constexpr Dkdv M = decltype(mode)::value;
     const int threads = DkdvMode<M>::kCtaThreads, regs = DkdvMode<M>::kWs ? DkdvWsRegisters::kTotal : 0;
-    if constexpr (M == Dkdv::fused) launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs);
-    else if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads, regs);
-    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs);
+    if constexpr (M == Dkdv::fused)
+      launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs, maps);
+    else if (G.hd <= 64) launch(dkdv_kernel<64, M>, grid, dkdv_smem_bytes<64, M>(), s, p, what, threads, regs, maps);
+    else launch(dkdv_kernel<128, M>, grid, dkdv_smem_bytes<128, M>(), s, p, what, threads, regs, maps);
   };
   if (fused) run(std::integral_constant<Dkdv, Dkdv::fused>{});
   else if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});

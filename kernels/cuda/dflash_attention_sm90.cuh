@@ -41,6 +41,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <cuda.h>
+
 #include "kernels/cuda/dflash_attention.cuh"
 #include "kernels/cuda/dflash_attention_sm90.h"
 #include "kernels/cuda/dflash_attention_sm90_ptx.cuh"
@@ -84,6 +86,16 @@ struct Params {
   int nchunk;
   uint64_t dq_wait_ns;  // a turn not come after this long is an error (a trap), never a hang
   int dq_turn_skew;     // test hook: every turn asked for is this much later (1: none ever comes)
+  bool dkdv_tma;        // dk/dv's producer loads each chunk by TMA (DkdvMaps), not by cp.async per row
+};
+
+// The dk/dv producer's TMA descriptors, where dkdv_tma_maps says they apply (ws and fused modes,
+// rows per block and kv head = 64, so that a chunk is one block's rows): q and dout as tensors of
+// [hd][B*T tokens][nh heads] in boxes of {64, bs, group} (one 64-column slab of a chunk, in the
+// tile's row order hq * bs + slot, 128-byte swizzled as dflash_attention_sm90.h lays tiles out),
+// lse and delta as [T][B*nh] in boxes of {bs, group} (the chunk's 64 words in row order).
+struct DkdvMaps {  // 64-byte aligned, as CUtensorMap is
+  CUtensorMap q, dout, lse, delta;
 };
 
 // ---- Staging ----
@@ -413,9 +425,9 @@ inline Params base_params(const void* q, const void* k, const void* v, const int
 
 // ws_registers (warp-specialized kernels: their WsRegisters::kTotal): the kernel's launch allocation
 // must hold what setmaxnreg hands out, else its consumers would wait forever; checked, not hung.
-template <class Kernel>
+template <class Kernel, class... Extra>
 void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params& p, const char* what,
-            int threads = kThreads, int ws_registers = 0) {
+            int threads = kThreads, int ws_registers = 0, const Extra&... extra) {
   attn::allow_smem(kernel, smem, what);
   if (ws_registers > 0) {
     cudaFuncAttributes fa{};
@@ -428,7 +440,7 @@ void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params
                                " per thread expected); it would hang. Set DFLASH_ATTENTION_QUERY=lockstep and "
                                "DFLASH_ATTENTION_DKDV=decoupled, and report the CUDA version");
   }
-  kernel<<<grid, threads, smem, s>>>(p);
+  kernel<<<grid, threads, smem, s>>>(p, extra...);
   check_launch(what);
 }
 
@@ -439,6 +451,12 @@ bool applies(bool bf16, int64_t hd);
 void launch_dkdv(Params p, cudaStream_t s, bool fused);
 // dk/dv runs its ws mode for G (DFLASH_ATTENTION_DKDV, else by size; dflash_attention_dkdv_sm90.cu).
 bool dkdv_runs_ws(const Geometry& G);
+// Whether dk/dv's producer (ws and fused modes) loads the chunks of p by TMA, and if so fills maps
+// (dflash_attention_tma_sm90.cu): where a chunk is one block's rows (rows per block and kv head =
+// 64), hd is 64 or 128, bs is a multiple of 4 and the tensors' addresses and strides suit TMA;
+// DFLASH_ATTENTION_DKDV_LOADS=threads never (the per-row cp.async path; read at every launch, a
+// tuning knob; anything but tma or threads is an error naming the choices).
+bool dkdv_tma_maps(const Params& p, DkdvMaps* maps);
 // The fused backward runs for p's geometry (when dq is asked for and its scratch is given): only
 // where dk/dv runs its ws mode, hd is in (64, 128] and bs divides 128 (so that a draft CTA's 128
 // keys are whole blocks); DFLASH_ATTENTION_DQ=fused there, =separate never (read at every launch;

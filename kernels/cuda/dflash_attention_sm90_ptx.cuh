@@ -1,5 +1,5 @@
 // PTX wrappers of the sm_90a DFlash attention kernels (dflash_attention_sm90.cuh): cp.async,
-// mbarriers, bulk copies, GPU-scope flags, ldmatrix, the wgmma fences, commits and
+// mbarriers, TMA tile loads, bulk copies, GPU-scope flags, ldmatrix, the wgmma fences, commits and
 // waits, register pinning, wgmma m64nNk16 (N = 32, 64, 128), and accumulators to bf16 A fragments.
 #pragma once
 #include <cstdint>
@@ -49,6 +49,29 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
+}
+
+// One arrival that also adds `bytes` to the transactions the current phase waits for (the TMA
+// loads below complete them).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// TMA tile loads (the async proxy): the box of the tensor map `map` (a __grid_constant__ kernel
+// argument) at coordinates c0 (innermost), c1[, c2] into shared memory at dst, counted against the
+// mbarrier bar's transactions. Out-of-range elements land as zeros.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+      "%4}], [%5];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
 }
 
 // Bulk copies between shared and global memory (the async proxy; 16-byte aligned, sizes a

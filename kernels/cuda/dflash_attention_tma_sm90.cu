@@ -1,0 +1,93 @@
+// Host side of the dk/dv producer's TMA loads (dflash_attention_dkdv_sm90.cu): where they apply,
+// and the tensor maps (CUtensorMap) of q, dout, lse and delta, encoded by the driver at launch.
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <cudaTypedefs.h>
+
+#include "kernels/cuda/dflash_attention_sm90.cuh"
+
+namespace dflash::kernels::cuda::sm90 {
+namespace {
+
+// cuTensorMapEncodeTiled from the driver the runtime loaded (no link against libcuda), once.
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) ==
+            cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  });
+  if (fn == nullptr)
+    throw std::runtime_error(
+        "dflash_attention_backward (sm90): the driver has no cuTensorMapEncodeTiled (CUDA 12 or later); set "
+        "DFLASH_ATTENTION_DKDV_LOADS=threads");
+  return fn;
+}
+
+// A tiled map over `rank` dimensions (innermost first; strides in bytes for dimensions 1..rank-1).
+void encode(CUtensorMap* map, CUtensorMapDataType type, uint32_t rank, const void* base, const cuuint64_t* dims,
+            const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle, const char* what) {
+  const cuuint32_t ones[3] = {1, 1, 1};
+  const CUresult r = encode_tiled()(map, type, rank, const_cast<void*>(base), dims, strides, box, ones,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error(std::string("dflash_attention_backward (sm90): cuTensorMapEncodeTiled refused the ") +
+                             what + " map (CUresult " + std::to_string(int(r)) +
+                             "); set DFLASH_ATTENTION_DKDV_LOADS=threads and report the shape");
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+namespace {
+// The shape half of dkdv_tma_maps' rule (and DFLASH_ATTENTION_DKDV_LOADS).
+bool dkdv_tma_shape(const Geometry& G) {
+  const char* force = std::getenv("DFLASH_ATTENTION_DKDV_LOADS");
+  const std::string mode = force ? force : "";
+  if (!mode.empty() && mode != "tma" && mode != "threads")
+    throw std::runtime_error("DFLASH_ATTENTION_DKDV_LOADS=" + mode + ": use tma or threads");
+  // A chunk of 64 rows is one block's rows: group heads x bs slots, in boxes of at most 256 each.
+  return mode != "threads" && G.group * G.bs == kRows && (G.hd == 64 || G.hd == 128) && G.bs % 4 == 0 &&
+         (G.nh * G.hd * 2) % 16 == 0 && (G.T * 4) % 16 == 0;
+}
+}  // namespace
+
+bool dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
+  if (!applies(bf16, d.hd)) return false;
+  const Geometry G = attn::geometry(d);
+  return dkdv_runs_ws(G) && dkdv_tma_shape(G);
+}
+
+bool dkdv_tma_maps(const Params& p, DkdvMaps* maps) {
+  const Geometry& G = p.G;
+  if (!dkdv_tma_shape(G)) return false;
+  if (!aligned16(p.q) || !aligned16(p.dout) || !aligned16(p.lse_in) || !aligned16(p.delta)) return false;
+  // q, dout: [hd][B*T][nh], a box is one 64-column slab of a chunk, rows hq * bs + slot.
+  const cuuint64_t qdims[3] = {cuuint64_t(G.hd), cuuint64_t(G.B * G.T), cuuint64_t(G.nh)};
+  const cuuint64_t qstrides[2] = {cuuint64_t(G.nh * G.hd * 2), cuuint64_t(G.hd * 2)};
+  const cuuint32_t qbox[3] = {cuuint32_t(kSlabCols), cuuint32_t(G.bs), cuuint32_t(G.group)};
+  encode(&maps->q, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, p.q, qdims, qstrides, qbox, CU_TENSOR_MAP_SWIZZLE_128B, "q");
+  encode(&maps->dout, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, p.dout, qdims, qstrides, qbox,
+         CU_TENSOR_MAP_SWIZZLE_128B, "dout");
+  // lse, delta: [T][B*nh], a box is a chunk's 64 words in row order.
+  const cuuint64_t ldims[2] = {cuuint64_t(G.T), cuuint64_t(G.B * G.nh)};
+  const cuuint64_t lstrides[1] = {cuuint64_t(G.T * 4)};
+  const cuuint32_t lbox[2] = {cuuint32_t(G.bs), cuuint32_t(G.group)};
+  encode(&maps->lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, p.lse_in, ldims, lstrides, lbox, CU_TENSOR_MAP_SWIZZLE_NONE,
+         "lse");
+  encode(&maps->delta, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, p.delta, ldims, lstrides, lbox,
+         CU_TENSOR_MAP_SWIZZLE_NONE, "delta");
+  return true;
+}
+
+}  // namespace dflash::kernels::cuda::sm90
