@@ -348,6 +348,30 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
     loads_same = bits[0] == bits[1];
   }
   unsetenv("DFLASH_ATTENTION_DKDV_LOADS");
+  // The forward's key tiles of context keys by threads or by TMA (DFLASH_ATTENTION_QUERY_LOADS), as
+  // it runs by default, interleaved per call; the same bits of out and lse.
+  double fwd_loads_ms[2] = {0, 0};
+  bool fwd_loads_same = false;
+  const bool fwd_loads_tma = kc::dflash_attention_query_loads_by_tma(dims, true);
+  {
+    std::vector<double> f[2];
+    std::vector<uint8_t> bits[2];
+    for (int i = 0; i < reps + 2; ++i)
+      for (int m = 0; m < 2; ++m) {
+        setenv("DFLASH_ATTENTION_QUERY_LOADS", loads[m], 1);
+        const double ms = cuda_backend::time_ms(stream, [&] { forward(2, out2, lse2); });
+        if (i >= 2) f[m].push_back(ms);
+        if (i == 0) {
+          cuda_backend::synchronize(stream);
+          bits[m] = to_bytes(out2);
+          const auto l = to_bytes(lse2);
+          bits[m].insert(bits[m].end(), l.begin(), l.end());
+        }
+      }
+    fwd_loads_ms[0] = median(f[0]), fwd_loads_ms[1] = median(f[1]);
+    fwd_loads_same = bits[0] == bits[1];
+  }
+  unsetenv("DFLASH_ATTENTION_QUERY_LOADS");
   const double tf = flops * 1e-9, tb = 2.5 * flops * 1e-9;  // GFLOP per ms = TFLOP/s
   std::printf("\nshape: batch %lld, seq %lld, anchors %lld (bs %lld, %lld query rows), heads %lld, kv heads %lld, "
               "head dim %lld; forward %.1f GFLOP, backward %.1f GFLOP (counted)\n",
@@ -385,6 +409,11 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
                 "", bwd_loads_ms[m], tb / bwd_loads_ms[m], m == 0 ? "cp.async per row" : "TMA",
                 m == 0 ? "" : !loads_tma ? "; TMA does not apply here: both are the threads' path"
                               : loads_same ? "; same bits as threads" : "; BITS DIFFER FROM THREADS");
+  for (int m = 0; m < 2; ++m)
+    std::printf("v2 fwd loads %-7s %8.3f %12.1f   (the default forward, context key tiles by %s%s)\n", loads[m],
+                fwd_loads_ms[m], tf / fwd_loads_ms[m], m == 0 ? "cp.async per row" : "TMA",
+                m == 0 ? "" : !fwd_loads_tma ? "; TMA does not apply here: both are the threads' path"
+                              : fwd_loads_same ? "; same bits as threads" : "; BITS DIFFER FROM THREADS");
   std::printf("v2 / v1 speed: forward %.2fx, backward %.2fx\n", t[1].fwd_ms / t[2].fwd_ms, t[1].bwd_ms / t[2].bwd_ms);
   std::printf("{\"bench\":\"attention\",\"seq\":%lld,\"anchors\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
               "\"head_dim\":%lld,\"v1_fwd_ms\":%.4f,\"v1_bwd_ms\":%.4f,\"v2_fwd_ms\":%.4f,\"v2_bwd_ms\":%.4f,"
@@ -393,19 +422,21 @@ int run_shape(const AttentionBenchShape& s, int reps, void* stream) {
               "\"ws_same_bits\":%s,\"v2_bwd_dq_separate_ms\":%.4f,\"v2_bwd_dq_fused_ms\":%.4f,"
               "\"fused_scratch_bytes\":%lld,\"fused_same_bits\":%s,\"v2_fwd_keys64_ms\":%.4f,\"v2_fwd_keys128_ms\":%.4f,"
               "\"v2_bwd_loads_threads_ms\":%.4f,\"v2_bwd_loads_tma_ms\":%.4f,\"loads_tma\":%s,\"loads_same_bits\":%s,"
+              "\"v2_fwd_loads_threads_ms\":%.4f,\"v2_fwd_loads_tma_ms\":%.4f,\"fwd_loads_same_bits\":%s,"
               "\"diff_out\":%.3e,\"diff_dq\":%.3e,"
               "\"diff_dk\":%.3e,\"diff_dv\":%.3e,\"deterministic\":%s}\n",
               (long long)S, (long long)N, (long long)nh, (long long)nkv, (long long)hd, t[1].fwd_ms, t[1].bwd_ms,
               t[2].fwd_ms, t[2].bwd_ms, bwd_mode_ms[0], bwd_mode_ms[1], bwd_mode_ms[2], bwd_mode_ms[3], tq[0].fwd_ms, tq[1].fwd_ms,
               tq[0].bwd_ms, tq[1].bwd_ms, ws_same ? "true" : "false", bwd_dq_ms[0], bwd_dq_ms[1],
               (long long)scratch_bytes, fused_twice ? "true" : "false", fwd_keys_ms[0], fwd_keys_ms[1],
-              bwd_loads_ms[0], bwd_loads_ms[1], loads_tma ? "true" : "false", loads_same ? "true" : "false", d_out, d_dq,
+              bwd_loads_ms[0], bwd_loads_ms[1], loads_tma ? "true" : "false", loads_same ? "true" : "false", fwd_loads_ms[0],
+              fwd_loads_ms[1], fwd_loads_same ? "true" : "false", d_out, d_dq,
               d_dk, d_dv,
               same_bits ? "true" : "false");
   const bool ok = d_out <= 1e-2 && d_lse <= 1e-3 && d_dq <= 2e-2 && d_dk <= 2e-2 && d_dv <= 2e-2 && same_bits &&
                   d_mode[0] <= 2e-2 && d_mode[1] <= 2e-2 && d_mode[2] <= 2e-2 && d_mode[3] <= 2e-2 && decoupled_same &&
                   ws_dkdv_same && ws_same && d_dqmode[0] <= 2e-2 && d_dqmode[1] <= 2e-2 && d_fused_dkdv <= 2e-2 &&
-                  fused_twice && d_wide_out <= 1e-2 && loads_same;
+                  fused_twice && d_wide_out <= 1e-2 && loads_same && fwd_loads_same;
   if (!ok) std::printf("FAILED: v2 differs from v1 beyond bf16 rounding, is not deterministic, or a mode's bits differ\n");
   return ok ? 0 : 1;
 }

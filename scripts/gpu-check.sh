@@ -11,6 +11,7 @@
 # memcheck, racecheck, synccheck and initcheck, one step each),
 # sanitize-ws (the query side's ws mode under the four tools), query-ab (its modes A/B in the step),
 # dkdv-ab (dk/dv's decoupled against ws in the step), tma-ab (dk/dv's chunks by threads against TMA in the step),
+# loads-ab (every producer by threads against TMA in the steps),
 # sanitize-tma (those TMA loads under the four tools), attention-4096 (the attention bench at 4096:512 alone), modes-short (the backward's modes at 1024:128 and 2048:256), sanitize-dkdv-ws, dq-ab (dq's own kernel
 # against the fused backward in the step), fused-smoke (the fused backward's test case under a
 # timeout), sanitize-fused-dq (it under memcheck, synccheck, racecheck), keys-ab (the forward over
@@ -224,15 +225,27 @@ for s in "${steps[@]}"; do
       step cudnn-plans timeout 500 ./build/dflash-bench causal-attention --plans --seq=4096 --seq=16384 --seq=32768 ;;
     new-cases)  # the GPU test cases this session's changes touch (a quick check before the whole suites)
       step new-cases timeout 200 ./build/dflash-tests --test-suite='gpu*' \
-        --test-case='*dk/dv chunks by TMA*,*TMA loads apply*' ;;
-    sanitize-tma)  # dk/dv's chunks by TMA under the four tools (racecheck and initcheck on the smallest subcase)
-      step sanitize-tma-memcheck san memcheck 300 'gpu-attention' --test-case='*dk/dv chunks by TMA*'
-      step sanitize-tma-synccheck san synccheck 300 'gpu-attention' --test-case='*dk/dv chunks by TMA*'
+        --test-case='*by TMA give*,*TMA loads apply*' ;;
+    sanitize-tma)  # the producers' TMA loads (dk/dv's chunks, the forward's and dq's key tiles) under the four
+      # tools; racecheck and initcheck on the smaller subcases (a doctest filter splits at commas, hence "?")
+      step sanitize-tma-memcheck san memcheck 300 'gpu-attention' --test-case='*by TMA give*'
+      step sanitize-tma-synccheck san synccheck 300 'gpu-attention' --test-case='*by TMA give*'
       for tool in racecheck initcheck; do
-        step "sanitize-tma-$tool" san "$tool" 300 'gpu-attention' --test-case='*dk/dv chunks by TMA*' --subcase='hd 64*'
+        step "sanitize-tma-$tool" san "$tool" 300 'gpu-attention' --test-case='*by TMA give*' --subcase='hd 64*,B 2?*'
       done ;;
     tma-ab)  # dk/dv's chunks by the producer threads' cp.async against TMA in the step (see mode_ab)
       mode_ab tma-ab DFLASH_ATTENTION_DKDV_LOADS threads tma ;;
+    loads-ab)  # every producer by threads (DFLASH_ATTENTION_DKDV_LOADS and _QUERY_LOADS = threads) against the
+      # default (TMA), interleaved: qwen3-8b 4096:512 twice each, then the online step (--arena-gb=7),
+      # 65536:512 and 1024:128 under each
+      step loads-ab timeout 590 bash -c "t=(DFLASH_ATTENTION_DKDV_LOADS=threads DFLASH_ATTENTION_QUERY_LOADS=threads); \
+        for m in threads tma threads tma; do echo \"== loads \$m\"; e=(); [ \$m = threads ] && e=(\"\${t[@]}\"); \
+        env \"\${e[@]}\" ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20 || exit 1; done; \
+        for m in threads tma; do echo \"== loads \$m\"; e=(); [ \$m = threads ] && e=(\"\${t[@]}\"); \
+        env \"\${e[@]}\" ./build/dflash-bench step --cuda --online --model=qwen3-8b --bucket=4096:512 --steps=20 \
+        --arena-gb=7 && env \"\${e[@]}\" ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=65536:512 \
+        --steps=5 && env \"\${e[@]}\" ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=1024:128 \
+        --steps=30 || exit 1; done" ;;
     attention-4096) step attention-4096 timeout 200 ./build/dflash-bench attention --seq=4096 --anchors=512 --reps=20 ;;
     ce-ab)  # the lm_head's training rows: DFLASH_CE_SLICE_BYTES=0 (read twice) against slices of 40 KB (8 CTAs a
       # row for the qwen3 vocabulary) and 96 KB (4), interleaved, in qwen3-8b 4096:512's table

@@ -1,6 +1,7 @@
-// Version 2's dk/dv producer loading each chunk of query rows by TMA (tensor maps of q, dout, lse
-// and delta) against its per-row cp.async path (DFLASH_ATTENTION_DKDV_LOADS=threads): the same
-// bits of dq, dk and dv in the ws and fused modes, where it applies and where it does not.
+// Version 2's producers loading by TMA against their per-row cp.async paths: dk/dv's chunks of
+// query rows (tensor maps of q, dout, lse and delta; DFLASH_ATTENTION_DKDV_LOADS=threads) in the ws
+// and fused modes, the same bits of dq, dk and dv; the forward's and dq's key tiles of context keys
+// (k, v; DFLASH_ATTENTION_QUERY_LOADS=threads), the same bits of out, lse and dq. Where each applies.
 // Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <string>
@@ -48,9 +49,78 @@ void tma_is_threads(const Case& c, uint64_t seed, const char* dq) {
   CHECK(bitwise_equal(tma.dk2, tma.dk));
 }
 
+// The query side (forward, dq in its own kernel, the ws mode) with context key tiles by TMA and
+// by threads, over tiles of `keys`: the same bits of out, lse and dq, accumulated and fresh.
+void query_tma_is_threads(const Case& c, uint64_t seed, const char* keys) {
+  INFO(c.describe() << ", forward key tiles of " << std::string(keys));
+  const Data d = make_data(c, seed);
+  ScopedEnv ws("DFLASH_ATTENTION_QUERY", "ws");
+  ScopedEnv tiles("DFLASH_ATTENTION_FORWARD_KEYS", keys);
+  ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");
+  REQUIRE(kernels::cuda::dflash_attention_query_loads_by_tma(dims_of(c), true));
+  const KernelResult tma = run_kernels(c, d, 2);
+  KernelResult threads;
+  {
+    ScopedEnv off("DFLASH_ATTENTION_QUERY_LOADS", "threads");
+    CHECK_FALSE(kernels::cuda::dflash_attention_query_loads_by_tma(dims_of(c), true));
+    threads = run_kernels(c, d, 2);
+  }
+  CHECK(max_abs(tma.out) > 0);
+  CHECK(all_finite(tma.out));
+  CHECK(all_finite(tma.dq));
+  CHECK(bitwise_equal(tma.out, threads.out));
+  CHECK(bitwise_equal(tma.lse, threads.lse));
+  CHECK(bitwise_equal(tma.dq, threads.dq));
+  CHECK(bitwise_equal(tma.dq3, threads.dq3));
+  CHECK(bitwise_equal(tma.dk, threads.dk));
+}
+
 }  // namespace
 
 TEST_SUITE("gpu-attention") {
+  TEST_CASE("version 2's forward and dq key tiles by TMA give the per-row cp.async path's bits") {
+    REQUIRE_GPU();
+    SUBCASE("the drafter's layout: S 4096, N 128; 128- and 64-key tiles") {
+      const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
+      query_tma_is_threads(c, 820, "128");
+      query_tma_is_threads(c, 821, "64");
+    }
+    SUBCASE("B 2, dropped blocks, anchors 0 and S; shuffled anchors; hd 64") {
+      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
+      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
+      c.anchors[5] = 0;
+      c.anchors[40 + 7] = 1100;
+      query_tma_is_threads(c, 825, "128");
+      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
+      shuffled.keep[10] = 0;
+      query_tma_is_threads(shuffled, 826, "64");
+      query_tma_is_threads({1, 1500, 48, 16, 8, 2, 64, 64, spread_anchors(1, 48, 1500, 16), std::vector<int32_t>(48, 1)},
+                           827, "128");
+    }
+  }
+
+  TEST_CASE("the forward and dq TMA loads apply at hd 64 and 128 in the ws mode only") {
+    REQUIRE_GPU();
+    using kernels::cuda::dflash_attention_query_loads_by_tma;
+    const kernels::cuda::DflashAttentionDims drafter{1, 4096, 512, 16, 32, 8, 128, 64, 0.09f};
+    const kernels::cuda::DflashAttentionDims hd96{1, 4096, 512, 16, 32, 8, 96, 64, 0.1f};
+    const kernels::cuda::DflashAttentionDims hd64{2, 1024, 128, 16, 16, 8, 64, 64, 0.125f};
+    CHECK(dflash_attention_query_loads_by_tma(drafter, true));
+    CHECK(dflash_attention_query_loads_by_tma(hd64, true));
+    CHECK_FALSE(dflash_attention_query_loads_by_tma(hd96, true));
+    CHECK_FALSE(dflash_attention_query_loads_by_tma(drafter, false));
+    {
+      ScopedEnv lockstep("DFLASH_ATTENTION_QUERY", "lockstep");  // no producer warpgroup
+      CHECK_FALSE(dflash_attention_query_loads_by_tma(drafter, true));
+    }
+    ScopedEnv bad("DFLASH_ATTENTION_QUERY_LOADS", "bulk");
+    CHECK_THROWS_WITH_AS(dflash_attention_query_loads_by_tma(drafter, true),
+                         doctest::Contains("DFLASH_ATTENTION_QUERY_LOADS=bulk: use tma or threads"), std::runtime_error);
+    const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
+    CHECK_THROWS_WITH_AS(run_kernels(c, make_data(c, 829), 2),
+                         doctest::Contains("DFLASH_ATTENTION_QUERY_LOADS=bulk: use tma or threads"), std::runtime_error);
+  }
+
   TEST_CASE("version 2's dk/dv chunks by TMA give the per-row cp.async path's bits") {
     REQUIRE_GPU();
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; ws and fused") {

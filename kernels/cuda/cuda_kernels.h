@@ -287,5 +287,9 @@ int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bo
 // modes, where a chunk is one block's rows: group * bs = 64, hd 64 or 128, bs a multiple of 4), not
 // by cp.async per row; DFLASH_ATTENTION_DKDV_LOADS=threads turns it off. Same bits either way.
 bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16);
+// Version 2's forward and dq kernels (the ws mode) load their key tiles of context keys alone by
+// TMA for these dims (bf16, hd 64 or 128), not by cp.async per row; the tile that reaches the draft
+// keys still comes by cp.async. DFLASH_ATTENTION_QUERY_LOADS=threads turns it off. Same bits.
+bool dflash_attention_query_loads_by_tma(const DflashAttentionDims& d, bool bf16);
 
 }  // namespace dflash::kernels::cuda

@@ -354,4 +354,6 @@ bool backward(const DflashAttentionBackward& a, void* stream);
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16);
 // dk/dv's producer loads its chunks by TMA for dims d (dflash_attention_tma_sm90.cu).
 bool dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16);
+// The query side's producer (forward, dq) loads its context-only key tiles by TMA for dims d.
+bool query_loads_by_tma(const DflashAttentionDims& d, bool bf16);
 }  // namespace dflash::kernels::cuda::sm90

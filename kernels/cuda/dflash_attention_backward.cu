@@ -462,6 +462,10 @@ bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16)
   return sm90::dkdv_loads_by_tma(d, bf16);
 }
 
+bool dflash_attention_query_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
+  return sm90::query_loads_by_tma(d, bf16);
+}
+
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const Geometry G = geometry(a.d);
   if ((!a.dq && !a.dk && !a.dv) || G.B * G.N * G.nkv == 0) return;

@@ -68,7 +68,8 @@ constexpr int dq_smem_bytes() {
 // product); tiles before t are released once the pending product of tile t-1 is done (half 0 of
 // tile t, or a skipped tile t). The products and their order are the lockstep mode's.
 template <int HDP, bool WS>
-__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) dq_kernel(const Params p) {
+__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
+    dq_kernel(const Params p, const __grid_constant__ KvMaps maps) {
   constexpr int KS = HDP / 16, NO = HDP / 2;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) dq_kernel(const
   if constexpr (WS) {
     if (tid == 0) init_ring(bars, kDqStages);
     __syncthreads();
-    if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, c.ntiles, sK, sV, bars, tid - kThreads);
+    if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, c.ntiles, sK, sV, bars, tid - kThreads, maps);
     QueryWsRegisters::consumer();
   }
   const WgView w = wg_view(p, c, wg);
@@ -385,8 +386,10 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
     auto run = [&](auto ws) {
       constexpr bool WS = decltype(ws)::value;
       const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
-      if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads, regs);
-      else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads, regs);
+      KvMaps maps{};  // unused by the lockstep mode and where every tile is staged by the threads
+      p.kv_tma = WS && kv_tma_maps(p, kRows, &maps);
+      if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads, regs, maps);
+      else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads, regs, maps);
     };
     if (query_side_ws(true)) run(std::true_type{});
     else run(std::false_type{});

@@ -40,7 +40,8 @@ static_assert(forward_smem_bytes<128, true, 2 * kRows>() <= 232448, "the wide ri
 // of 128 keys, so each wgmma is m64n128 (S) or runs 8 k-steps (P V) and the softmax rescales once
 // per 128 keys: other roundings than 64-key tiles (the max and sum run per tile), the same math.
 template <int HDP, bool WS, int KT = kRows>
-__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(const Params p) {
+__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
+    forward_kernel(const Params p, const __grid_constant__ KvMaps maps) {
   static_assert(KT == kRows || (WS && KT == 2 * kRows), "128-key tiles run in the ws mode only");
   constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<WS, KT>(), NS = KT / 2, PK = KT / 16;
   constexpr uint32_t TQ = tile_bytes(kRows, HDP), TB = tile_bytes(KT, HDP);
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1) forward_kernel(
   if constexpr (WS) {
     if (tid == 0) init_ring(bars, STAGES);
     __syncthreads();
-    if (tid >= kThreads) return produce_key_tiles<HDP, STAGES, KT>(p, c, ntiles, sK, sV, bars, tid - kThreads);
+    if (tid >= kThreads) return produce_key_tiles<HDP, STAGES, KT>(p, c, ntiles, sK, sV, bars, tid - kThreads, maps);
     QueryWsRegisters::consumer();
   }
   const WgView w = wg_view(p, c, wg);
@@ -254,9 +255,12 @@ bool forward(const DflashAttentionForward& a, void* stream) {
     constexpr bool WS = decltype(ws)::value;
     constexpr int KT = decltype(keys)::value;
     const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
+    KvMaps maps{};  // unused by the lockstep mode and where every tile is staged by the threads
+    p.kv_tma = WS && kv_tma_maps(p, KT, &maps);
     if (p.G.hd <= 64)
-      launch(forward_kernel<64, WS, KT>, grid, forward_smem_bytes<64, WS, KT>(), s, p, what, threads, regs);
-    else launch(forward_kernel<128, WS, KT>, grid, forward_smem_bytes<128, WS, KT>(), s, p, what, threads, regs);
+      launch(forward_kernel<64, WS, KT>, grid, forward_smem_bytes<64, WS, KT>(), s, p, what, threads, regs, maps);
+    else
+      launch(forward_kernel<128, WS, KT>, grid, forward_smem_bytes<128, WS, KT>(), s, p, what, threads, regs, maps);
   };
   using Narrow = std::integral_constant<int, kRows>;
   using Wide = std::integral_constant<int, 2 * kRows>;

@@ -87,6 +87,7 @@ struct Params {
   uint64_t dq_wait_ns;  // a turn not come after this long is an error (a trap), never a hang
   int dq_turn_skew;     // test hook: every turn asked for is this much later (1: none ever comes)
   bool dkdv_tma;        // dk/dv's producer loads each chunk by TMA (DkdvMaps), not by cp.async per row
+  bool kv_tma;          // forward and dq (ws): the producer loads context-only key tiles by TMA (KvMaps)
 };
 
 // The dk/dv producer's TMA descriptors, where dkdv_tma_maps says they apply (ws and fused modes,
@@ -96,6 +97,14 @@ struct Params {
 // lse and delta as [T][B*nh] in boxes of {bs, group} (the chunk's 64 words in row order).
 struct DkdvMaps {  // 64-byte aligned, as CUtensorMap is
   CUtensorMap q, dout, lse, delta;
+};
+// The query side's producer TMA descriptors (forward and dq in the ws mode, where kv_tma_maps says
+// they apply): k and v as tensors of [hd][B*(S+T) keys][nkv heads] in boxes of {64, rows of a key
+// tile, 1} (one 64-column slab of a tile). Only tiles of context keys alone (the virtual sequence's
+// keys v0 .. v0 + rows - 1 are keys v0 ..) come by TMA; the tile that reaches the draft keys and
+// the zero rows past the sequence are staged by the producer threads as before.
+struct KvMaps {
+  CUtensorMap k, v;
 };
 
 // ---- Staging ----
@@ -244,14 +253,31 @@ __device__ __forceinline__ void init_ring(uint32_t bars, int stages) {
 }
 // The producer warpgroup's whole job (thread tix 0..127): K(t) into sK, V(t) into sV, t = 0 ..
 // ntiles-1, tiles of ROWS keys (the forward's wide mode: 128).
+// With p.kv_tma, a tile of context keys alone comes by TMA: thread 0 adds its bytes to the full
+// barrier's transactions, the others just arrive (the barrier counts kProducerThreads either way).
 template <int HDP, int STAGES, int ROWS = kRows>
 __device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCta& c, int ntiles, uint32_t sK,
-                                                  uint32_t sV, uint32_t bars, int tix) {
+                                                  uint32_t sV, uint32_t bars, int tix, const KvMaps& maps) {
   constexpr uint32_t TB = tile_bytes(ROWS, HDP);
   QueryWsRegisters::producer();
   for (int t = 0; t < ntiles; ++t) {
     const uint32_t st = uint32_t(t % STAGES);
     if (t >= STAGES) mbar_wait(bars + 8u * (STAGES + st), uint32_t(t / STAGES - 1) & 1u);
+    if (p.kv_tma && (t + 1) * ROWS <= c.Amax) {
+      if (tix == 0) {
+        mbar_arrive_expect_tx(bars + 8u * st, 2 * TB);
+        const int key = c.b * int(p.G.keys) + t * ROWS;
+#pragma unroll
+        for (int sl = 0; sl < HDP / kSlabCols; ++sl) {
+          const uint32_t d = st * TB + uint32_t(sl) * slab_bytes(ROWS);
+          tma_load_3d(sK + d, &maps.k, sl * kSlabCols, key, c.g, bars + 8u * st);
+          tma_load_3d(sV + d, &maps.v, sl * kSlabCols, key, c.g, bars + 8u * st);
+        }
+      } else {
+        mbar_arrive(bars + 8u * st);
+      }
+      continue;
+    }
     // stage_key_tile's rows and pieces, lean enough for 24 registers: the thread keeps one piece
     // and walks the rows r0, r0 + kStep, ..., whose swizzled places are kStep * 128 bytes apart.
     constexpr int kPieces = HDP / 8, kStep = kProducerThreads / kPieces;
@@ -451,6 +477,11 @@ bool applies(bool bf16, int64_t hd);
 void launch_dkdv(Params p, cudaStream_t s, bool fused);
 // dk/dv runs its ws mode for G (DFLASH_ATTENTION_DKDV, else by size; dflash_attention_dkdv_sm90.cu).
 bool dkdv_runs_ws(const Geometry& G);
+// Whether the query side's producer (forward and dq in the ws mode, key tiles of `rows`) loads the
+// context-only key tiles of p by TMA, and if so fills maps (dflash_attention_tma_sm90.cu): hd 64 or
+// 128 and the tensors' addresses and strides suit TMA; DFLASH_ATTENTION_QUERY_LOADS=threads never
+// (read at every launch, a tuning knob; anything but tma or threads is an error naming the choices).
+bool kv_tma_maps(const Params& p, int rows, KvMaps* maps);
 // Whether dk/dv's producer (ws and fused modes) loads the chunks of p by TMA, and if so fills maps
 // (dflash_attention_tma_sm90.cu): where a chunk is one block's rows (rows per block and kv head =
 // 64), hd is 64 or 128, bs is a multiple of 4 and the tensors' addresses and strides suit TMA;

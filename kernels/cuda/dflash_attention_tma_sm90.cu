@@ -1,5 +1,6 @@
-// Host side of the dk/dv producer's TMA loads (dflash_attention_dkdv_sm90.cu): where they apply,
-// and the tensor maps (CUtensorMap) of q, dout, lse and delta, encoded by the driver at launch.
+// Host side of the producers' TMA loads: where they apply, and the tensor maps (CUtensorMap),
+// encoded by the driver at launch: k and v for the query side's key tiles (forward, dq), q, dout,
+// lse and delta for dk/dv's chunks (dflash_attention_dkdv_sm90.cu).
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -27,8 +28,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   });
   if (fn == nullptr)
     throw std::runtime_error(
-        "dflash_attention_backward (sm90): the driver has no cuTensorMapEncodeTiled (CUDA 12 or later); set "
-        "DFLASH_ATTENTION_DKDV_LOADS=threads");
+        "dflash attention (sm90): the driver has no cuTensorMapEncodeTiled (CUDA 12 or later); set "
+        "DFLASH_ATTENTION_DKDV_LOADS=threads and DFLASH_ATTENTION_QUERY_LOADS=threads");
   return fn;
 }
 
@@ -40,9 +41,9 @@ void encode(CUtensorMap* map, CUtensorMapDataType type, uint32_t rank, const voi
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    throw std::runtime_error(std::string("dflash_attention_backward (sm90): cuTensorMapEncodeTiled refused the ") +
+    throw std::runtime_error(std::string("dflash attention (sm90): cuTensorMapEncodeTiled refused the ") +
                              what + " map (CUresult " + std::to_string(int(r)) +
-                             "); set DFLASH_ATTENTION_DKDV_LOADS=threads and report the shape");
+                             "); set DFLASH_ATTENTION_DKDV_LOADS=threads and DFLASH_ATTENTION_QUERY_LOADS=threads, and report the shape");
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -60,7 +61,31 @@ bool dkdv_tma_shape(const Geometry& G) {
   return mode != "threads" && G.group * G.bs == kRows && (G.hd == 64 || G.hd == 128) && G.bs % 4 == 0 &&
          (G.nh * G.hd * 2) % 16 == 0 && (G.T * 4) % 16 == 0;
 }
+// The shape half of kv_tma_maps' rule (and DFLASH_ATTENTION_QUERY_LOADS).
+bool kv_tma_shape(const Geometry& G) {
+  const char* force = std::getenv("DFLASH_ATTENTION_QUERY_LOADS");
+  const std::string mode = force ? force : "";
+  if (!mode.empty() && mode != "tma" && mode != "threads")
+    throw std::runtime_error("DFLASH_ATTENTION_QUERY_LOADS=" + mode + ": use tma or threads");
+  return mode != "threads" && (G.hd == 64 || G.hd == 128) && (G.nkv * G.hd * 2) % 16 == 0;
+}
 }  // namespace
+
+bool query_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
+  return applies(bf16, d.hd) && query_side_ws(true) && kv_tma_shape(attn::geometry(d));
+}
+
+bool kv_tma_maps(const Params& p, int rows, KvMaps* maps) {
+  const Geometry& G = p.G;
+  if (!kv_tma_shape(G) || !aligned16(p.k) || !aligned16(p.v)) return false;
+  // k, v: [hd][B*(S+T)][nkv], a box is one 64-column slab of a key tile.
+  const cuuint64_t dims[3] = {cuuint64_t(G.hd), cuuint64_t(G.B * G.keys), cuuint64_t(G.nkv)};
+  const cuuint64_t strides[2] = {cuuint64_t(G.nkv * G.hd * 2), cuuint64_t(G.hd * 2)};
+  const cuuint32_t box[3] = {cuuint32_t(kSlabCols), cuuint32_t(rows), 1};
+  encode(&maps->k, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, p.k, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, "k");
+  encode(&maps->v, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, p.v, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, "v");
+  return true;
+}
 
 bool dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
   if (!applies(bf16, d.hd)) return false;
