@@ -461,7 +461,6 @@ int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bo
 bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
   return sm90::dkdv_loads_by_tma(d, bf16);
 }
-
 bool dflash_attention_query_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
   return sm90::query_loads_by_tma(d, bf16);
 }

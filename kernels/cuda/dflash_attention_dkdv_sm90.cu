@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
     s_first = N, s_last = -1;
     if constexpr (M::kRing)
       for (int i = 0; i < M::kDepth; ++i)
-        mbar_init(full0 + 8u * i, WS ? (p.dkdv_tma ? 32 : kStagers<MODE>) : kThreads), mbar_init(empty0 + 8u * i, kThreads);
+        mbar_init(full0 + 8u * i, WS ? (p.dkdv_tma ? 32 : kStagers<MODE>) : kThreads),
+            mbar_init(empty0 + 8u * i, kThreads);
     if constexpr (FUSED) mbar_init(ds_empty, kThreads), mbar_init(dq_full, kThreads), mbar_init(dq_empty, 32);
   }
   __syncthreads();
@@ -165,15 +166,10 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
           mrow[lane] = anc, mrow[lane + 32] = anc, mrow[kRows + lane] = kp, mrow[kRows + lane + 32] = kp;
           if (lane == 0) {
             mbar_arrive_expect_tx(full, 2 * TB + 2 * kRows * 4);
-            const int tok = b * int(G.T) + a * bs, head = g * int(G.group);
-#pragma unroll
-            for (int sl = 0; sl < HDP / kSlabCols; ++sl) {
-              tma_load_3d(qt + uint32_t(sl) * slab_bytes(kRows), &maps.q, sl * kSlabCols, tok, head, full);
-              tma_load_3d(ot + uint32_t(sl) * slab_bytes(kRows), &maps.dout, sl * kSlabCols, tok, head, full);
-            }
-            const int lrow = b * int(G.nh) + head;
-            tma_load_2d(sPipeMeta + uint32_t(stg * 4) * kRows * 4u, &maps.lse, a * bs, lrow, full);
-            tma_load_2d(sPipeMeta + uint32_t(stg * 4 + 1) * kRows * 4u, &maps.delta, a * bs, lrow, full);
+            const int head = g * int(G.group);
+            tma_load_chunk<HDP, kRows>(maps, qt, ot, sPipeMeta + uint32_t(stg * 4) * kRows * 4u,
+                                       sPipeMeta + uint32_t(stg * 4 + 1) * kRows * 4u, b * int(G.T) + a * bs, head,
+                                       b * int(G.nh) + head, a * bs, full);
           } else {
             mbar_arrive(full);
           }

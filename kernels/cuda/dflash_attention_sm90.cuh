@@ -41,11 +41,10 @@
 #include <cstdlib>
 #include <string>
 
-#include <cuda.h>
-
 #include "kernels/cuda/dflash_attention.cuh"
 #include "kernels/cuda/dflash_attention_sm90.h"
 #include "kernels/cuda/dflash_attention_sm90_ptx.cuh"
+#include "kernels/cuda/dflash_attention_tma_sm90.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "kernels/cuda/*_sm90.cu must be built for sm_90a only (-gencode=arch=compute_90a,code=sm_90a)"
@@ -90,22 +89,6 @@ struct Params {
   bool kv_tma;          // forward and dq (ws): the producer loads context-only key tiles by TMA (KvMaps)
 };
 
-// The dk/dv producer's TMA descriptors, where dkdv_tma_maps says they apply (ws and fused modes,
-// rows per block and kv head = 64, so that a chunk is one block's rows): q and dout as tensors of
-// [hd][B*T tokens][nh heads] in boxes of {64, bs, group} (one 64-column slab of a chunk, in the
-// tile's row order hq * bs + slot, 128-byte swizzled as dflash_attention_sm90.h lays tiles out),
-// lse and delta as [T][B*nh] in boxes of {bs, group} (the chunk's 64 words in row order).
-struct DkdvMaps {  // 64-byte aligned, as CUtensorMap is
-  CUtensorMap q, dout, lse, delta;
-};
-// The query side's producer TMA descriptors (forward and dq in the ws mode, where kv_tma_maps says
-// they apply): k and v as tensors of [hd][B*(S+T) keys][nkv heads] in boxes of {64, rows of a key
-// tile, 1} (one 64-column slab of a tile). Only tiles of context keys alone (the virtual sequence's
-// keys v0 .. v0 + rows - 1 are keys v0 ..) come by TMA; the tile that reaches the draft keys and
-// the zero rows past the sequence are staged by the producer threads as before.
-struct KvMaps {
-  CUtensorMap k, v;
-};
 
 // ---- Staging ----
 
@@ -266,13 +249,8 @@ __device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCt
     if (p.kv_tma && (t + 1) * ROWS <= c.Amax) {
       if (tix == 0) {
         mbar_arrive_expect_tx(bars + 8u * st, 2 * TB);
-        const int key = c.b * int(p.G.keys) + t * ROWS;
-#pragma unroll
-        for (int sl = 0; sl < HDP / kSlabCols; ++sl) {
-          const uint32_t d = st * TB + uint32_t(sl) * slab_bytes(ROWS);
-          tma_load_3d(sK + d, &maps.k, sl * kSlabCols, key, c.g, bars + 8u * st);
-          tma_load_3d(sV + d, &maps.v, sl * kSlabCols, key, c.g, bars + 8u * st);
-        }
+        tma_load_key_tile<HDP, ROWS>(maps, sK + st * TB, sV + st * TB, c.b * int(p.G.keys) + t * ROWS, c.g,
+                                     bars + 8u * st);
       } else {
         mbar_arrive(bars + 8u * st);
       }

@@ -43,7 +43,8 @@ void encode(CUtensorMap* map, CUtensorMapDataType type, uint32_t rank, const voi
   if (r != CUDA_SUCCESS)
     throw std::runtime_error(std::string("dflash attention (sm90): cuTensorMapEncodeTiled refused the ") +
                              what + " map (CUresult " + std::to_string(int(r)) +
-                             "); set DFLASH_ATTENTION_DKDV_LOADS=threads and DFLASH_ATTENTION_QUERY_LOADS=threads, and report the shape");
+                             "); set DFLASH_ATTENTION_DKDV_LOADS=threads and DFLASH_ATTENTION_QUERY_LOADS=threads, "
+                             "and report the shape");
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
