@@ -5,6 +5,7 @@
 // Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/gpu_attention_cases.h"
@@ -21,21 +22,27 @@ kernels::cuda::DflashAttentionDims dims_of(const Case& c) {
   return {c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
 }
 
+// c run by the kernels with TMA loads (which `by_tma` must say apply by default) and with
+// `knob`=threads (which it must say turns them off): {tma, threads}.
+std::pair<KernelResult, KernelResult> with_and_without_tma(const Case& c, uint64_t seed, const char* knob,
+                                                           bool (*by_tma)(const kernels::cuda::DflashAttentionDims&,
+                                                                          bool)) {
+  const Data d = make_data(c, seed);
+  REQUIRE(by_tma(dims_of(c), true));
+  KernelResult tma = run_kernels(c, d, 2);
+  ScopedEnv off(knob, "threads");
+  CHECK_FALSE(by_tma(dims_of(c), true));
+  return {std::move(tma), run_kernels(c, d, 2)};
+}
+
 // The backward with chunks by TMA (asked to be the default here) and by threads: the same bits
 // of every gradient, accumulated and fresh, in the dq mode `dq` (separate: ws's dk/dv; fused).
 void tma_is_threads(const Case& c, uint64_t seed, const char* dq) {
   INFO(c.describe() << ", dq " << std::string(dq));
-  const Data d = make_data(c, seed);
   ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
   ScopedEnv mode("DFLASH_ATTENTION_DQ", dq);
-  REQUIRE(kernels::cuda::dflash_attention_dkdv_loads_by_tma(dims_of(c), true));
-  const KernelResult tma = run_kernels(c, d, 2);
-  KernelResult threads;
-  {
-    ScopedEnv off("DFLASH_ATTENTION_DKDV_LOADS", "threads");
-    CHECK_FALSE(kernels::cuda::dflash_attention_dkdv_loads_by_tma(dims_of(c), true));
-    threads = run_kernels(c, d, 2);
-  }
+  const auto [tma, threads] = with_and_without_tma(c, seed, "DFLASH_ATTENTION_DKDV_LOADS",
+                                                   kernels::cuda::dflash_attention_dkdv_loads_by_tma);
   CHECK(max_abs(tma.dk) > 0);
   CHECK(all_finite(tma.dk));
   CHECK(all_finite(tma.dv));
@@ -53,18 +60,11 @@ void tma_is_threads(const Case& c, uint64_t seed, const char* dq) {
 // by threads, over tiles of `keys`: the same bits of out, lse and dq, accumulated and fresh.
 void query_tma_is_threads(const Case& c, uint64_t seed, const char* keys) {
   INFO(c.describe() << ", forward key tiles of " << std::string(keys));
-  const Data d = make_data(c, seed);
   ScopedEnv ws("DFLASH_ATTENTION_QUERY", "ws");
   ScopedEnv tiles("DFLASH_ATTENTION_FORWARD_KEYS", keys);
   ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");
-  REQUIRE(kernels::cuda::dflash_attention_query_loads_by_tma(dims_of(c), true));
-  const KernelResult tma = run_kernels(c, d, 2);
-  KernelResult threads;
-  {
-    ScopedEnv off("DFLASH_ATTENTION_QUERY_LOADS", "threads");
-    CHECK_FALSE(kernels::cuda::dflash_attention_query_loads_by_tma(dims_of(c), true));
-    threads = run_kernels(c, d, 2);
-  }
+  const auto [tma, threads] = with_and_without_tma(c, seed, "DFLASH_ATTENTION_QUERY_LOADS",
+                                                   kernels::cuda::dflash_attention_query_loads_by_tma);
   CHECK(max_abs(tma.out) > 0);
   CHECK(all_finite(tma.out));
   CHECK(all_finite(tma.dq));

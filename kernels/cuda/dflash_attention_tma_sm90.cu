@@ -49,27 +49,26 @@ void encode(CUtensorMap* map, CUtensorMapDataType type, uint32_t rank, const voi
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-}  // namespace
+// A producer's loads knob (`var` = tma or threads, unset: tma): false when it asks for threads.
+bool tma_allowed(const char* var) {
+  const char* force = std::getenv(var);
+  const std::string mode = force ? force : "";
+  if (!mode.empty() && mode != "tma" && mode != "threads")
+    throw std::runtime_error(std::string(var) + "=" + mode + ": use tma or threads");
+  return mode != "threads";
+}
 
-namespace {
-// The shape half of dkdv_tma_maps' rule (and DFLASH_ATTENTION_DKDV_LOADS).
+// The shape halves of the rules (with their knobs). hd 64 or 128 keeps every stride a multiple of
+// 16 bytes; bs % 4 keeps the lse box's inner 4 bs bytes (and so T * 4) one too. dk/dv: a chunk of 64
+// rows is one block's rows, group heads x bs slots.
 bool dkdv_tma_shape(const Geometry& G) {
-  const char* force = std::getenv("DFLASH_ATTENTION_DKDV_LOADS");
-  const std::string mode = force ? force : "";
-  if (!mode.empty() && mode != "tma" && mode != "threads")
-    throw std::runtime_error("DFLASH_ATTENTION_DKDV_LOADS=" + mode + ": use tma or threads");
-  // A chunk of 64 rows is one block's rows: group heads x bs slots, in boxes of at most 256 each.
-  return mode != "threads" && G.group * G.bs == kRows && (G.hd == 64 || G.hd == 128) && G.bs % 4 == 0 &&
-         (G.nh * G.hd * 2) % 16 == 0 && (G.T * 4) % 16 == 0;
+  return tma_allowed("DFLASH_ATTENTION_DKDV_LOADS") && G.group * G.bs == kRows && (G.hd == 64 || G.hd == 128) &&
+         G.bs % 4 == 0;
 }
-// The shape half of kv_tma_maps' rule (and DFLASH_ATTENTION_QUERY_LOADS).
 bool kv_tma_shape(const Geometry& G) {
-  const char* force = std::getenv("DFLASH_ATTENTION_QUERY_LOADS");
-  const std::string mode = force ? force : "";
-  if (!mode.empty() && mode != "tma" && mode != "threads")
-    throw std::runtime_error("DFLASH_ATTENTION_QUERY_LOADS=" + mode + ": use tma or threads");
-  return mode != "threads" && (G.hd == 64 || G.hd == 128) && (G.nkv * G.hd * 2) % 16 == 0;
+  return tma_allowed("DFLASH_ATTENTION_QUERY_LOADS") && (G.hd == 64 || G.hd == 128);
 }
+
 }  // namespace
 
 bool query_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
