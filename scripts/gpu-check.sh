@@ -28,7 +28,8 @@
 # online step's shapes over 300 launches a candidate, under the power cap), online-tuned-ab (the
 # online step untuned, tuned over DFLASH_GEMM_TUNING_REPS launches, untuned), online (target + drafter step), online-7 (the same with --arena-gb=7, then also
 # --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
-# lm_head's rows read once, under memcheck and synccheck), racecheck-ce (the same kernel under racecheck), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
+# lm_head's rows read once, under memcheck and synccheck), racecheck-ce (the same kernel under racecheck),
+# racecheck-probe (scripts/probes/racecheck_clusters.cu: which cluster feature racecheck cannot handle), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
 # them read twice and once), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
@@ -263,6 +264,13 @@ for s in "${steps[@]}"; do
       # memcheck and synccheck, on their GPU cases
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
+    racecheck-probe)  # which cluster feature racecheck cannot handle: scripts/probes/racecheck_clusters.cu's
+      # variants, each without a cluster attribute and in clusters of 1 and 2, under racecheck (rc per line)
+      step racecheck-probe bash -c "\$(command -v nvcc || echo /usr/local/cuda/bin/nvcc) -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+        scripts/probes/racecheck_clusters.cu -o build/racecheck_clusters || exit 1; \
+        for v in plain cluster_sync split map dynamic; do for c in 0 1 2; do timeout 60 compute-sanitizer \
+        --tool racecheck --racecheck-report all --error-exitcode 9 build/racecheck_clusters \$v \$c 2>&1 | tail -n 4; \
+        echo \"== \$v cluster \$c: rc \${PIPESTATUS[0]}\"; done; done" ;;
     racecheck-ce)  # that kernel alone under racecheck (cuBLAS's split-K GEMMs in the same cases trip it). Both runs
       # (2026-12-03, generic and mapa/ld.shared::cluster reads of the partner CTAs) stopped at the first launch, a
       # one-CTA cluster, with "Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception"
