@@ -44,9 +44,23 @@ __global__ void dynamic_smem(int* out) {  // 37984 bytes of dynamic shared memor
   out[blockIdx.x * 128 + threadIdx.x] = d[(threadIdx.x + 1) % 128];
 }
 
+__global__ void mixed_sizes(int* out) {  // 16-byte shared stores read back as 2-byte halves (the slice's bf16 reads)
+  __shared__ uint4 s[128];
+  s[threadIdx.x] = make_uint4(threadIdx.x, 1, 2, 3);
+  __syncthreads();
+  const unsigned short* h = reinterpret_cast<const unsigned short*>(s);
+  out[blockIdx.x * 128 + threadIdx.x] = h[(threadIdx.x * 8 + 5) % 1024];
+}
+__global__ void __launch_bounds__(256, 5) bounded(int* out) {  // the slice kernel's register cap (48 at 256 threads)
+  __shared__ int s[256];
+  s[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  if (threadIdx.x < 128) out[blockIdx.x * 128 + threadIdx.x] = s[(threadIdx.x + 1) % 256];
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: racecheck_clusters plain|cluster_sync|split|map|dynamic CLUSTER(0: no cluster attribute)\n");
+    std::fprintf(stderr, "usage: racecheck_clusters plain|cluster_sync|split|map|dynamic|mixed|bounded CLUSTER(0: no cluster attribute)\n");
     return 2;
   }
   const char* v = argv[1];
@@ -55,13 +69,14 @@ int main(int argc, char** argv) {
   cudaMalloc(&out, 8 * 128 * sizeof(int));
   void (*k)(int*) = !std::strcmp(v, "plain") ? plain : !std::strcmp(v, "cluster_sync") ? cluster_sync
                     : !std::strcmp(v, "split") ? split_arrive_wait : !std::strcmp(v, "map") ? map_rank0
-                    : !std::strcmp(v, "dynamic") ? dynamic_smem : nullptr;
+                    : !std::strcmp(v, "dynamic") ? dynamic_smem : !std::strcmp(v, "mixed") ? mixed_sizes
+                    : !std::strcmp(v, "bounded") ? bounded : nullptr;
   if (!k) { std::fprintf(stderr, "unknown variant %s\n", v); return 2; }
   const size_t smem = k == dynamic_smem ? 37984 : 0;
   if (smem) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(8);
-  cfg.blockDim = dim3(128);
+  cfg.blockDim = dim3(k == bounded ? 256 : 128);
   cfg.dynamicSmemBytes = smem;
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
