@@ -32,7 +32,7 @@ __global__ void split_arrive_wait(int* out) {  // arrive.release, __syncthreads,
 __global__ void map_rank0(int* out) {  // distributed shared memory: read rank 0's words (mapa + ld.shared::cluster)
   __shared__ int s[128];
   cg::cluster_group cluster = cg::this_cluster();
-  s[threadIdx.x] = int(cluster.block_rank()) * 1000 + threadIdx.x;
+  s[threadIdx.x] = int(cluster.block_rank()) * 1000 + int(cluster.num_blocks()) * 100 + threadIdx.x;
   cluster.sync();
   out[blockIdx.x * 128 + threadIdx.x] = cluster.map_shared_rank(s, 0)[(threadIdx.x + 1) % 128];
   cluster.sync();  // rank 0 stays until every CTA has read it
