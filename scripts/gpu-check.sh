@@ -30,7 +30,9 @@
 # --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
 # lm_head's rows read once, under memcheck and synccheck), racecheck-ce (the row kernels under racecheck; only
 # cuBLAS's own kernels may draw reports),
-# racecheck-probe (scripts/probes/racecheck_clusters.cu: which cluster feature racecheck cannot handle), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
+# racecheck-probe (scripts/probes/: which feature of the CE row kernel racecheck could not handle),
+# inventory-all, inventory-tools, sanitizer-coverage (the kernels the one-GPU suites launch, those each tool's
+# steps run, and scripts/sanitizer-coverage.py's check that every kernel function runs under every tool), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
 # them read twice and once), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
@@ -72,6 +74,9 @@ if [ -f .deps/commit ]; then echo "commit $(cat .deps/commit)"; else git log -1 
 # Its kernels run under every tool in "version 2's fused backward: dq summed ..." (memcheck, synccheck here;
 # racecheck in sanitize-fused-dq).
 san_excluded='*a turn that never comes*'
+# The steps whose runs under each tool make up the sanitizer coverage (inventory-tools lists their kernels).
+sanitizer_steps=(memcheck racecheck synccheck initcheck racecheck-dkdv sanitize-ws sanitize-dkdv-ws sanitize-fused-dq
+  sanitize-wide sanitize-spec sanitize-fused sanitize-tma sanitize-ce racecheck-ce sanitize-new initcheck-graph)
 san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on the GPU suites, without
   # san_excluded's cases (a step's own --test-case-exclude is added to them)
   local tool=$1 limit=$2 suites=$3; shift 3
@@ -274,6 +279,20 @@ for s in "${steps[@]}"; do
       # memcheck and synccheck, on their GPU cases
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
+    inventory-all)  # the kernels the one-GPU suites launch (DFLASH_KERNEL_INVENTORY), in $out/inventory/all
+      step inventory-all bash -c "rm -rf $out/inventory/all && mkdir -p $out/inventory/all && \
+        DFLASH_KERNEL_INVENTORY=$out/inventory/all/all timeout 500 ./build/dflash-tests --test-suite='gpu*' \
+        --test-suite-exclude='gpu2*' | tail -n 4; ls $out/inventory/all | grep -q . " ;;
+    inventory-tools)  # the sanitizer steps' selections without their tools (scripts/sanitizer-inventory's stand-in),
+      # each tool's kernels listed in $out/inventory/tools; the steps' own verdicts are not this step's
+      step inventory-tools bash -c "rm -rf $out/inventory/tools $out/inventory/steps && mkdir -p $out/inventory/tools && \
+        SANITIZER_INVENTORY=$out/inventory/tools PATH=$PWD/scripts/sanitizer-inventory:\$PATH \
+        OUT=$out/inventory/steps bash scripts/gpu-check.sh ${sanitizer_steps[*]} | grep -A40 '^== summary'; \
+        for t in memcheck racecheck synccheck initcheck; do ls $out/inventory/tools | grep -q \"^\$t\\.\" || \
+        { echo \"no kernel list for \$t\"; exit 1; }; done" ;;
+    sanitizer-coverage)  # every kernel function of ours that the suites launch runs under every tool in some step
+      # (after inventory-all and inventory-tools; scripts/sanitizer-coverage.py, also on the development machine)
+      step sanitizer-coverage python3 scripts/sanitizer-coverage.py $out/inventory ;;
     racecheck-probe)  # which feature of ce_rows_slice_kernel racecheck cannot handle (scripts/probes/)
       step racecheck-probe bash scripts/probes/racecheck-probe.sh ;;
     racecheck-ce)  # the lm_head's row kernels (ce_rows_slice_kernel in clusters of 1 to 8, the twice-reading one) under

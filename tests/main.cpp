@@ -1,3 +1,53 @@
 // The test binary's entry point (doctest). GPU suites are named "gpu-*"; the CPU run excludes them.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+// DFLASH_KERNEL_INVENTORY=PREFIX (CUDA builds with CUPTI) writes the names of every kernel the run
+// launched to PREFIX.<pid>, one a line: gpu-check.sh's sanitizer coverage compares them.
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cupti_profiler.h"
+#endif
+
+int main(int argc, char** argv) {
+  const char* inventory = std::getenv("DFLASH_KERNEL_INVENTORY");
+  if (inventory && *inventory) {
+#ifdef DFLASH_CUDA
+    if (!dflash::cupti_available()) {
+      std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY=%s: this build has no CUPTI; unset it or build where CMake "
+                           "finds CUPTI\n", inventory);
+      return 2;
+    }
+    try {
+      dflash::cupti_inventory_start();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY=%s: %s\n", inventory, e.what());
+      return 2;
+    }
+#else
+    std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY=%s: this build has no CUDA backend; unset it\n", inventory);
+    return 2;
+#endif
+  }
+  doctest::Context context(argc, argv);
+  const int rc = context.run();
+#ifdef DFLASH_CUDA
+  if (inventory && *inventory) {
+    const std::string path = std::string(inventory) + "." + std::to_string(getpid());
+    std::ofstream out(path);
+    for (const std::string& name : dflash::cupti_inventory_stop()) out << name << '\n';
+    if (!out) {
+      std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY: could not write %s\n", path.c_str());
+      return rc ? rc : 2;
+    }
+  }
+#endif
+  return rc;
+}

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
+
+#include <cxxabi.h>
 
 #include "runtime/error.h"
 
@@ -27,6 +30,9 @@ struct Record {
 std::mutex g_mutex;
 std::vector<Record> g_records;
 bool g_subscribed = false;
+bool g_buffers_registered = false;
+bool g_inventory = false;           // keep kernel names, not records
+std::set<std::string> g_kernel_names;  // mangled
 CUpti_SubscriberHandle g_subscriber;
 constexpr size_t kBufferBytes = size_t(8) << 20;
 
@@ -62,6 +68,10 @@ void CUPTIAPI on_buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, 
     } else {
       continue;
     }
+    if (g_inventory) {
+      if (r.name != "memset" && r.name != "memcpy") g_kernel_names.insert(r.name);
+      continue;
+    }
     g_records.push_back(std::move(r));
   }
   std::free(buffer);
@@ -82,9 +92,46 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
   log->on_graph_node(node, original);
 }
 
+void register_buffers() {
+  if (g_buffers_registered) return;
+  check(cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed), "cuptiActivityRegisterCallbacks");
+  g_buffers_registered = true;
+}
+
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : name;
+  std::free(d);
+  return out;
+}
+
 }  // namespace
 
 bool cupti_available() { return true; }
+
+void cupti_inventory_start() {
+  register_buffers();
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_inventory = true;
+    g_kernel_names.clear();
+  }
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)");
+}
+
+std::vector<std::string> cupti_inventory_stop() {
+  check(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
+  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  std::set<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_inventory = false;
+    for (const std::string& n : g_kernel_names) names.insert(demangled(n));
+    g_kernel_names.clear();
+  }
+  return {names.begin(), names.end()};
+}
 
 void cupti_track_graph_nodes() {
   if (g_subscribed) return;
@@ -93,7 +140,7 @@ void cupti_track_graph_nodes() {
         "cuptiEnableCallback(GRAPHNODE_CREATED)");
   check(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
         "cuptiEnableCallback(GRAPHNODE_CLONED)");
-  check(cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed), "cuptiActivityRegisterCallbacks");
+  register_buffers();
   g_subscribed = true;
 }
 
@@ -171,6 +218,10 @@ CuptiReplayTimes cupti_stop(const ProfileLog&, int64_t) {
   cupti_track_graph_nodes();
   return {};
 }
+void cupti_inventory_start() {
+  DF_FAIL("this build has no CUPTI: DFLASH_KERNEL_INVENTORY needs it (CMake looks for it beside the CUDA toolkit)");
+}
+std::vector<std::string> cupti_inventory_stop() { return {}; }
 
 #endif
 

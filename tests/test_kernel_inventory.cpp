@@ -1,0 +1,97 @@
+// DFLASH_KERNEL_INVENTORY (tests/main.cpp): the test binary lists the kernels a run launched, for
+// gpu-check's sanitizer coverage; refused, naming the variable, where it cannot trace kernels.
+// Suites "kernel-inventory" (CPU host) and "gpu-misc".
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#ifdef DFLASH_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace {
+
+struct ChildRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+// This binary again, with DFLASH_KERNEL_INVENTORY=prefix, on the given test case.
+ChildRun run_with_inventory(const std::string& prefix, const std::string& test_case) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd =
+      "env DFLASH_KERNEL_INVENTORY='" + prefix + "' " + self + " --test-case='" + test_case + "' 2>&1";
+  FILE* child = popen(cmd.c_str(), "r");
+  REQUIRE(child != nullptr);
+  ChildRun r;
+  char buf[1024];
+  while (size_t n = fread(buf, 1, sizeof buf, child)) r.output.append(buf, n);
+  const int status = pclose(child);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool gpu_visible() {
+#ifdef DFLASH_CUDA
+  return dflash::cuda_backend::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::filesystem::path fresh_dir(const char* name) {
+  const auto dir = std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_SUITE("kernel-inventory") {
+  TEST_CASE("DFLASH_KERNEL_INVENTORY where no kernel can be traced: refused with exit 2, naming the variable") {
+    if (gpu_visible()) return;  // the GPU case below checks the list instead
+    const auto dir = fresh_dir("dflash-inventory-refused");
+    const ChildRun r = run_with_inventory((dir / "inv").string(), "no such test case");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("DFLASH_KERNEL_INVENTORY=" + (dir / "inv").string() + ": ") != std::string::npos);
+    CHECK(std::filesystem::is_empty(dir));  // nothing written
+    std::filesystem::remove_all(dir);
+  }
+}
+
+#ifdef DFLASH_CUDA
+TEST_SUITE("gpu-misc") {
+  TEST_CASE("DFLASH_KERNEL_INVENTORY lists the kernels a run launched, demangled, each once") {
+    if (!gpu_visible()) FAIL("no CUDA device visible: the gpu suites run only on a GPU host");
+    const auto dir = fresh_dir("dflash-inventory");
+    const ChildRun r = run_with_inventory((dir / "inv").string(), "accumulate and fill*");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::vector<std::string> names;
+    for (const auto& f : std::filesystem::directory_iterator(dir)) {
+      CHECK(f.path().filename().string().rfind("inv.", 0) == 0);  // inv.<pid>
+      std::ifstream in(f.path());
+      for (std::string line; std::getline(in, line);) names.push_back(line);
+    }
+    REQUIRE(!names.empty());
+    bool accumulate = false, fill = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i > 0) CHECK(names[i - 1] < names[i]);  // sorted, each once
+      accumulate |= names[i].find("dflash::kernels::cuda::") != std::string::npos &&
+                    names[i].find("accumulate") != std::string::npos;
+      fill |= names[i].find("dflash::kernels::cuda::") != std::string::npos && names[i].find("fill") != std::string::npos;
+    }
+    CHECK(accumulate);
+    CHECK(fill);
+    std::filesystem::remove_all(dir);
+  }
+}
+#endif
