@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -41,8 +42,15 @@ int main(int argc, char** argv) {
 #ifdef DFLASH_CUDA
   if (inventory && *inventory) {
     const std::string path = std::string(inventory) + "." + std::to_string(getpid());
+    std::vector<std::string> names;
+    try {
+      names = dflash::cupti_inventory_stop();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY=%s: %s\n", inventory, e.what());
+      return rc ? rc : 2;
+    }
     std::ofstream out(path);
-    for (const std::string& name : dflash::cupti_inventory_stop()) out << name << '\n';
+    for (const std::string& name : names) out << name << '\n';
     if (!out) {
       std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY: could not write %s\n", path.c_str());
       return rc ? rc : 2;
