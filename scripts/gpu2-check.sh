@@ -20,7 +20,8 @@
 # steps, without and with overlap: tokens/s, scaling efficiency), scale-more (on G GPUs: sharded
 # with and without overlap, persistent memory per GPU, and sockets only), tests (the gpu2* doctest
 # suites, on 2 GPUs), memcheck (10 steps of the G-GPU job with overlap and sharding under
-# compute-sanitizer).
+# compute-sanitizer), overlap-ab (the overlap with NCCL's CTAs capped and the GEMMs planned for the
+# SMs left, against the defaults, interleaved; not in the default list).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -272,6 +273,33 @@ for cur in "${steps[@]}"; do
           | tee -a "$out/gpu2-bench.log" | grep -v '^{'
       done
       summarize bench ;;
+    overlap-ab)
+      # The overlap's levers, interleaved, qwen3-8b 4096:512 on 2 GPUs with overlap: NCCL's CTAs capped
+      # (NCCL_MAX_CTAS) and the GEMMs planned for the SMs they leave (DFLASH_GEMM_SM_COUNT_TARGET; the
+      # H200 has 132), against the defaults; first 1 GPU and 2 without overlap for the ratios.
+      timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 --gpus=2 --baseline 2>&1 \
+        | tee -a "$out/gpu2-overlap-ab.log" | grep -v '^{'
+      for v in defaults NCCL_MAX_CTAS=8 "NCCL_MAX_CTAS=8 DFLASH_GEMM_SM_COUNT_TARGET=124" \
+               defaults NCCL_MAX_CTAS=8 "NCCL_MAX_CTAS=8 DFLASH_GEMM_SM_COUNT_TARGET=124"; do
+        echo "VARIANT $v" >>"$out/gpu2-overlap-ab.log"
+        # shellcheck disable=SC2086
+        env ${v/defaults/} timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 \
+          --gpus=2 --overlap 2>&1 | tee -a "$out/gpu2-overlap-ab.log" | grep -v '^{'
+      done
+      python3 - "$out/gpu2-overlap-ab.log" <<'EOF' | tee -a "$out/gpu2-overlap-ab.log"
+import json, sys
+variant, one = "baseline", None
+for line in open(sys.argv[1]):
+    if line.startswith("VARIANT "):
+        variant = line.split(" ", 1)[1].strip()
+    elif line.startswith('{"bench":"multi"'):
+        r = json.loads(line)
+        one = r if r["gpus"] == 1 else one
+        ratio = r["gpus"] * one["step_ms"] / r["step_ms"] if one else float("nan")
+        print(f"BENCH {variant}: gpus={r['gpus']} overlap={r['overlap']} step_ms={r['step_ms']:.2f} "
+              f"train_ms={r['train_ms']:.2f} update_ms={r['update_ms']:.2f} throughput_vs_1gpu={ratio:.3f}")
+EOF
+      while read -r line; do note overlap-ab INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-overlap-ab.log") ;;
     scale)
       # Issue 9 item 1: 1, 2, 4, ... G GPUs at the same per-GPU batch, without and with overlap.
       [ ${#TORCHRUN[@]} -eq 0 ] && { note scale FAIL "torchrun not found"; continue; }

@@ -37,6 +37,10 @@ struct GemmArgs {
   const void* addend = nullptr;
 };
 void gemm(const GemmArgs& g, void* cublas_handle, void* stream);
+// DFLASH_GEMM_SM_COUNT_TARGET (a tuning knob for the overlapped gradient reduction, read at each GEMM
+// call, so at recording): the SMs cuBLAS and cuBLASLt plan GEMMs for, leaving the rest to kernels that
+// run beside them (NCCL's); 0 when unset. A value outside 0..1024 is refused, naming the variable.
+int gemm_sm_count_target();
 // Tells compute-sanitizer's initcheck that cuBLAS's workspace holds defined bytes (it cannot see
 // cuBLAS's own stores there); a no-op without the tool.
 void mark_gemm_workspace_initialized(void* workspace, size_t bytes, void* stream);

@@ -4,6 +4,8 @@
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,18 @@ cublasComputeType_t compute_type(const GemmArgs& g) {
 }
 }  // namespace
 
+int gemm_sm_count_target() {
+  const char* v = std::getenv("DFLASH_GEMM_SM_COUNT_TARGET");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end || n < 0 || n > 1024)
+    throw std::runtime_error(std::string("DFLASH_GEMM_SM_COUNT_TARGET=") + v +
+                             ": give the number of SMs cuBLAS plans its GEMMs for, 1 to the device's SM count "
+                             "(0 or unset: all of them)");
+  return int(n);
+}
+
 cublasLtHandle_t lt_handle() {
   // One per thread and device: a handle belongs to the device current when it was made.
   thread_local struct Handles {
@@ -81,6 +95,9 @@ LtGemm::LtGemm(const GemmArgs& g) {
                                       uint64_t(g.trans_a ? g.K : g.M), g.lda),
            "layout of A", g);
   lt_check(cublasLtMatrixLayoutCreate(&c, c_type(g), uint64_t(g.N), uint64_t(g.M), g.ldc), "layout of C", g);
+  if (const int32_t sms = gemm_sm_count_target())
+    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms),
+             "SM_COUNT_TARGET (DFLASH_GEMM_SM_COUNT_TARGET)", g);
 }
 
 LtGemm::~LtGemm() {
@@ -204,6 +221,8 @@ void gemm(const GemmArgs& g, void* handle, void* stream) {
                              "context that owns the handle");
   // Column-major view: C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]. A row-major matrix with leading
   // dim ld is the column-major transpose with the same ld.
+  if (cublasSetSmCountTarget(h, gemm_sm_count_target()) != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("gemm: cublasSetSmCountTarget failed (DFLASH_GEMM_SM_COUNT_TARGET beyond the device's SMs?)");
   cublasOperation_t opB = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType_t ab = ab_type(g), c = c_type(g);
