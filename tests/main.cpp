@@ -21,12 +21,7 @@ int main(int argc, char** argv) {
   const char* inventory = std::getenv("DFLASH_KERNEL_INVENTORY");
   if (inventory && *inventory) {
 #ifdef DFLASH_CUDA
-    if (!dflash::cupti_available()) {
-      std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY=%s: this build has no CUPTI; unset it or build where CMake "
-                           "finds CUPTI\n", inventory);
-      return 2;
-    }
-    try {
+    try {  // refused without CUPTI or a GPU, naming why
       dflash::cupti_inventory_start();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "DFLASH_KERNEL_INVENTORY=%s: %s\n", inventory, e.what());

@@ -13,22 +13,11 @@
 
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string text;
-};
+using Output = dflash::test::CommandOutput;
 
 // Runs `env ENV dflash-bench ARGS` (the binary beside this test binary).
 Output bench(const std::string& env, const std::string& args) {
-  const std::string binary = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
-  const std::string cmd = "env " + env + " " + binary + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE_MESSAGE(p, "cannot run " << cmd);
-  Output o;
-  char buf[1024];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) o.text.append(buf, n);
-  o.status = pclose(p);
-  return o;
+  return dflash::test::run_command("env " + env + " " + dflash::test::sibling_binary("dflash-bench") + " " + args);
 }
 Output bench_multi(const std::string& env, const std::string& args) { return bench(env, "multi " + args); }
 

@@ -357,15 +357,11 @@ TEST_SUITE("gpu-attention") {
     REQUIRE_GPU();
     // In a child process (the trap ends its CUDA context): every turn waits for one that never
     // comes (DFLASH_ATTENTION_DQ_TEST_STALL), with a 1 s wait.
-    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    const std::string cmd = "env DFLASH_ATTENTION_DQ_TEST_STALL=1 DFLASH_ATTENTION_DQ_WAIT_S=1 timeout 120 " + self +
-                            " --test-case='version 2*fused backward: dq summed*' --subcase='no context*' 2>&1";
-    FILE* child = popen(cmd.c_str(), "r");
-    REQUIRE(child != nullptr);
-    std::string text;
-    char buf[1024];
-    while (size_t n = fread(buf, 1, sizeof buf, child)) text.append(buf, n);
-    const int status = pclose(child);
+    const CommandOutput child =
+        run_command("env DFLASH_ATTENTION_DQ_TEST_STALL=1 DFLASH_ATTENTION_DQ_WAIT_S=1 timeout 120 " + self_binary() +
+                    " --test-case='version 2*fused backward: dq summed*' --subcase='no context*'");
+    const std::string& text = child.text;
+    const int status = child.status;
     INFO(text);
     CHECK(status != 0);
     CHECK(WEXITSTATUS(status) != 124);  // not timeout's: the kernel stopped itself

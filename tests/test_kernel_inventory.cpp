@@ -5,12 +5,12 @@
 
 #include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
 #endif
@@ -24,17 +24,10 @@ struct ChildRun {
 
 // This binary again, with DFLASH_KERNEL_INVENTORY=prefix, on the given test case.
 ChildRun run_with_inventory(const std::string& prefix, const std::string& test_case) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd =
-      "env DFLASH_KERNEL_INVENTORY='" + prefix + "' " + self + " --test-case='" + test_case + "' 2>&1";
-  FILE* child = popen(cmd.c_str(), "r");
-  REQUIRE(child != nullptr);
-  ChildRun r;
-  char buf[1024];
-  while (size_t n = fread(buf, 1, sizeof buf, child)) r.output.append(buf, n);
-  const int status = pclose(child);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const dflash::test::CommandOutput o = dflash::test::run_command("env DFLASH_KERNEL_INVENTORY='" + prefix + "' " +
+                                                                  dflash::test::self_binary() + " --test-case='" +
+                                                                  test_case + "'");
+  return {WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1, o.text};
 }
 
 bool gpu_visible() {

@@ -25,14 +25,8 @@ struct Outcome {
 };
 
 Outcome shell(const std::string& command) {
-  Outcome r;
-  std::FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const dflash::test::CommandOutput o = dflash::test::run_command(command);
+  return {WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1, o.text};
 }
 
 std::string plot_command(const std::string& args) {

@@ -22,15 +22,11 @@ struct Run {
 };
 
 Run run_profile(const std::string& args) {
-  const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
-  const std::string cmd = bench + " profile " + args + " 2>&1";
   Run r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE_MESSAGE(p, "cannot run " << cmd);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  r.exit_code = pclose(p);
+  const dflash::test::CommandOutput o =
+      dflash::test::run_command(dflash::test::sibling_binary("dflash-bench") + " profile " + args);
+  const std::string& out = o.text;
+  r.exit_code = o.status;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("{\"profile_row\"", 0) == 0) r.rows.push_back(nlohmann::json::parse(line)["profile_row"]);
@@ -197,13 +193,10 @@ TEST_SUITE("profile") {
   }
 
   TEST_CASE("dflash-bench profile refuses an unknown model with the choices") {
-    const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
-    FILE* p = popen((bench + " profile --model=gpt2 2>&1").c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    char buf[1024];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    CHECK(pclose(p) != 0);
+    const dflash::test::CommandOutput o =
+        dflash::test::run_command(dflash::test::sibling_binary("dflash-bench") + " profile --model=gpt2");
+    const std::string& out = o.text;
+    CHECK(o.status != 0);
     CHECK(out.find("--model=gpt2") != std::string::npos);
     CHECK(out.find("small or qwen3-8b") != std::string::npos);
   }

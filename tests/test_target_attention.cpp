@@ -146,13 +146,9 @@ TEST_SUITE("target-attention") {
 namespace {
 // dflash-bench causal-attention with `args`: its exit status and everything it printed.
 std::pair<int, std::string> run_bench(const std::string& args) {
-  const std::string bench = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dflash-bench").string();
-  FILE* p = popen((bench + " causal-attention " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[1024];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {pclose(p), out};
+  dflash::test::CommandOutput o =
+      dflash::test::run_command(dflash::test::sibling_binary("dflash-bench") + " causal-attention " + args);
+  return {o.status, std::move(o.text)};
 }
 }  // namespace
 

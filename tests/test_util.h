@@ -7,6 +7,7 @@
 #include <cmath>
 #include <unistd.h>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -198,6 +199,29 @@ inline std::filesystem::path golden_spec_dir() {
   if (!std::filesystem::exists(p / "expected.json"))
     FAIL("golden data not found at " << p.string() << ": restore tests/golden from git");
   return p;
+}
+
+// A shell command, run with its stderr joined to its stdout: pclose's status (WEXITSTATUS reads the
+// exit code) and everything it printed.
+struct CommandOutput {
+  int status = -1;
+  std::string text;
+};
+inline CommandOutput run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE_MESSAGE(p, "cannot run " << cmd);
+  CommandOutput o;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) o.text.append(buf, n);
+  o.status = pclose(p);
+  return o;
+}
+
+// This test binary, and a program built beside it (dflash-bench, dflash-train).
+inline std::string self_binary() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+inline std::string sibling_binary(const char* name) {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / name).string();
 }
 
 }  // namespace dflash::test

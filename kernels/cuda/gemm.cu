@@ -219,10 +219,10 @@ void gemm(const GemmArgs& g, void* handle, void* stream) {
   if (cublasGetStream(h, &bound) != CUBLAS_STATUS_SUCCESS || bound != static_cast<cudaStream_t>(stream))
     throw std::runtime_error("gemm: the cuBLAS handle is bound to another stream; launch on the stream of the "
                              "context that owns the handle");
-  // Column-major view: C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]. A row-major matrix with leading
-  // dim ld is the column-major transpose with the same ld.
   if (cublasSetSmCountTarget(h, gemm_sm_count_target()) != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("gemm: cublasSetSmCountTarget failed (DFLASH_GEMM_SM_COUNT_TARGET beyond the device's SMs?)");
+  // Column-major view: C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]. A row-major matrix with leading
+  // dim ld is the column-major transpose with the same ld.
   cublasOperation_t opB = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType_t ab = ab_type(g), c = c_type(g);
