@@ -280,9 +280,10 @@ for s in "${steps[@]}"; do
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
     inventory-all)  # the kernels the one-GPU suites launch (DFLASH_KERNEL_INVENTORY), in $out/inventory/all
-      step inventory-all bash -c "rm -rf $out/inventory/all && mkdir -p $out/inventory/all && \
+      # (the suites' own verdict counts too: a failing case fails the step)
+      step inventory-all bash -c "set -o pipefail; rm -rf $out/inventory/all && mkdir -p $out/inventory/all && \
         DFLASH_KERNEL_INVENTORY=$out/inventory/all/all timeout 500 ./build/dflash-tests --test-suite='gpu*' \
-        --test-suite-exclude='gpu2*' | tail -n 4; ls $out/inventory/all | grep -q . " ;;
+        --test-suite-exclude='gpu2*' | tail -n 4 && ls $out/inventory/all | grep -q . " ;;
     inventory-tools)  # the sanitizer steps' selections without their tools (scripts/sanitizer-inventory's stand-in),
       # each tool's kernels listed in $out/inventory/tools; the steps' own verdicts are not this step's
       step inventory-tools bash -c "rm -rf $out/inventory/tools $out/inventory/steps && mkdir -p $out/inventory/tools && \
