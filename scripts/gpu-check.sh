@@ -30,6 +30,7 @@
 # --gemm-tuning), chunks-ab (the lm_head's rows per chunk in the online step and 1024:128, interleaved), sanitize-ce (the
 # lm_head's rows read once, under memcheck and synccheck), racecheck-ce (the row kernels under racecheck; only
 # cuBLAS's own kernels may draw reports),
+# sanitize-ops (the op-level kernels the other steps miss, under all four tools),
 # racecheck-probe (scripts/probes/: which feature of the CE row kernel racecheck could not handle),
 # inventory-all, inventory-tools, sanitizer-coverage (the kernels the one-GPU suites launch, those each tool's
 # steps run, and scripts/sanitizer-coverage.py's check that every kernel function runs under every tool), ce-ab (those rows' slice sizes A/B), ce-steps (the steps with
@@ -76,7 +77,12 @@ if [ -f .deps/commit ]; then echo "commit $(cat .deps/commit)"; else git log -1 
 san_excluded='*a turn that never comes*'
 # The steps whose runs under each tool make up the sanitizer coverage (inventory-tools lists their kernels).
 sanitizer_steps=(memcheck racecheck synccheck initcheck racecheck-dkdv sanitize-ws sanitize-dkdv-ws sanitize-fused-dq
-  sanitize-wide sanitize-spec sanitize-fused sanitize-tma sanitize-ce racecheck-ce sanitize-new initcheck-graph)
+  sanitize-wide sanitize-spec sanitize-fused sanitize-tma sanitize-ce racecheck-ce sanitize-new initcheck-graph sanitize-ops)
+# sanitize-ops's cases (a doctest filter splits at commas, hence "?")
+ops_suites='gpu-ops,gpu-kernels,gpu-misc,gpu-spec,gpu-optimizer'
+ops_cases='add? mul? scale*,embedding: CUDA*,rmsnorm: CUDA equals CPU*,concat*,sum and mean*,cast*,drop_group_heads*'
+ops_cases+=',causal_attention: every CUDA kernel path*,linear_cross_entropy: CUDA equals CPU*'
+ops_cases+=",the speculative round's control ops*,GEMM tuning: the candidates*"
 san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on the GPU suites, without
   # san_excluded's cases (a step's own --test-case-exclude is added to them)
   local tool=$1 limit=$2 suites=$3; shift 3
@@ -87,6 +93,19 @@ san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on th
   done
   timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 "${extra[@]}" \
     ./build/dflash-tests --test-suite="$suites" --test-case-exclude="$exclude" "${args[@]}"
+}
+racecheck_judged() {  # racecheck_judged NAME TIMEOUT SUITES CASES: racecheck on the cases (san_excluded left out),
+  # unfiltered, every report printed and judged by scripts/racecheck-foreign.sh: the cases pass and every report lies
+  # in cuBLAS's own kernels (nvjet_*, sm90_xmma*, cutlass*), none in ours; the log's first 20000 bytes are kept
+  local name=$1 limit=$2 suites=$3 cases=$4 full="$out/$1.full.log" r
+  timeout "$limit" compute-sanitizer --tool racecheck --racecheck-report all --print-limit 0 --show-backtrace no \
+    ./build/dflash-tests --test-suite="$suites" --test-case="$cases" --test-case-exclude="$san_excluded" >"$full" 2>&1
+  tail -n 6 "$full"
+  bash scripts/racecheck-foreign.sh "$full" 'nvjet_|sm90_xmma|cutlass'
+  r=$?
+  head -c 20000 "$full" >"$out/$name.head.log"
+  rm -f "$full"
+  return $r
 }
 ncu_kernels() {  # ncu_kernels STEP TOP "BENCH ARGS" REGEX...: Nsight Compute's full set on the first launch of
   # each kernel that REGEX matches in `dflash-bench BENCH ARGS`: its details page, then scripts/ncu-hotspots.py's
@@ -285,12 +304,15 @@ for s in "${steps[@]}"; do
         DFLASH_KERNEL_INVENTORY=$out/inventory/all/all timeout 500 ./build/dflash-tests --test-suite='gpu*' \
         --test-suite-exclude='gpu2*' | tail -n 4 && ls $out/inventory/all | grep -q . " ;;
     inventory-tools)  # the sanitizer steps' selections without their tools (scripts/sanitizer-inventory's stand-in),
-      # each tool's kernels listed in $out/inventory/tools; the steps' own verdicts are not this step's
+      # each tool's kernels listed in $out/inventory/tools/<tool>.all; the steps' own verdicts are not this step's;
+      # INVENTORY_STEPS="STEP ..." lists those steps' kernels alone
       step inventory-tools bash -c "rm -rf $out/inventory/tools $out/inventory/steps && mkdir -p $out/inventory/tools && \
         SANITIZER_INVENTORY=$out/inventory/tools PATH=$PWD/scripts/sanitizer-inventory:\$PATH \
-        OUT=$out/inventory/steps bash scripts/gpu-check.sh ${sanitizer_steps[*]} | grep -A40 '^== summary'; \
+        OUT=$out/inventory/steps bash scripts/gpu-check.sh ${INVENTORY_STEPS:-${sanitizer_steps[*]}} | grep -A40 '^== summary'; \
         for t in memcheck racecheck synccheck initcheck; do ls $out/inventory/tools | grep -q \"^\$t\\.\" || \
-        { echo \"no kernel list for \$t\"; exit 1; }; done" ;;
+        { echo \"no kernel list for \$t\"; exit 1; }; cat $out/inventory/tools/\$t.* | sort -u > $out/inventory/\$t.merged; \
+        rm -f $out/inventory/tools/\$t.*; mv $out/inventory/\$t.merged $out/inventory/tools/\$t.all; done; \
+        tar -czf $out/inventory/steps.tgz -C $out/inventory steps && rm -rf $out/inventory/steps" ;;
     sanitizer-coverage)  # every kernel function of ours that the suites launch runs under every tool in some step
       # (after inventory-all and inventory-tools; scripts/sanitizer-coverage.py, also on the development machine)
       step sanitizer-coverage python3 scripts/sanitizer-coverage.py $out/inventory ;;
@@ -301,11 +323,15 @@ for s in "${steps[@]}"; do
       # ("failed to handle a hardware exception") at the first launch, while the same kernel alone and the same case
       # unfiltered run clean (racecheck-probe, 2026-12-04). cuBLAS's split-K kernel (nvjet_*splitK*) in the same cases
       # draws racecheck reports inside cuBLAS; the step passes when the cases pass and no report names another kernel.
-      step racecheck-ce bash -c "timeout 300 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 0 \
-        --show-backtrace no ./build/dflash-tests --test-suite=gpu-ops --test-case='ce rows*' > $out/racecheck-ce.full.log 2>&1; \
-        tail -n 6 $out/racecheck-ce.full.log; bash scripts/racecheck-foreign.sh $out/racecheck-ce.full.log nvjet_; \
-        r=\$?; head -c 20000 $out/racecheck-ce.full.log > $out/racecheck-ce.head.log; rm -f $out/racecheck-ce.full.log; \
-        exit \$r" ;;
+      step racecheck-ce racecheck_judged racecheck-ce 300 gpu-ops 'ce rows*' ;;
+    sanitize-ops)  # the op-level kernels no other sanitizer step runs under every tool (scripts/sanitizer-coverage.py,
+      # 2026-12-04): elementwise, sum, concat and embedding backward, casts, rmsnorm's backward, the strided row
+      # copies and fills (group heads), version 1's attention, the CE rows' backward, the speculative round's control
+      # ops and row copies, and GEMM tuning's fill and compare; racecheck judged as racecheck-ce's (cuBLAS draws reports)
+      for tool in memcheck synccheck initcheck; do
+        step "sanitize-ops-$tool" san "$tool" 300 "$ops_suites" --test-case="$ops_cases"
+      done
+      step sanitize-ops-racecheck racecheck_judged sanitize-ops-racecheck 400 "$ops_suites" "$ops_cases" ;;
     sanitize-new)  # the kernels the last sessions changed (linear_ce's rows, swiglu, the norms: rmsnorm's
       # resident forward, the target's add_rmsnorm and rmsnorm_rope) under memcheck and initcheck, on their GPU cases
       # (not the attention's fused backward: its case's timeout child does not run under a sanitizer)

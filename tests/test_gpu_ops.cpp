@@ -171,6 +171,41 @@ TEST_SUITE("gpu-ops") {
     }
   }
 
+  TEST_CASE("drop_group_heads and with_group_heads: CUDA equals CPU bit for bit, rows of 16, 20, 6 and 4 bytes") {
+    REQUIRE_GPU();
+    Backends be;
+    // Row widths pick the strided copy's and fill's unit (16, 4, 2 bytes) and a view one row in
+    // gives unaligned starts; the backward fills the dropped rows' gradient with zeros.
+    struct Case {
+      Shape shape;
+      int64_t period;
+      DType dt;
+    };
+    for (Case c : {Case{{12, 8}, 3, DType::bf16}, Case{{12, 5}, 4, DType::f32}, Case{{8, 3}, 2, DType::bf16},
+                   Case{{10, 4}, 5, DType::f32}}) {
+      INFO("x " << c.shape.str() << " period " << c.period << " " << std::string(dtype_name(c.dt)));
+      for (Role role : {Role::trainable, Role::nonleaf}) {
+        std::vector<In> in{rnd(role, c.shape, 80)};
+        const int64_t p = c.period;
+        const OpFn drop = [p](auto& a) { return std::vector<Tensor>{ops::drop_group_heads(a[0], p)}; };
+        CHECK(identical(run(be.gpu, c.dt, in, drop), run(be.cpu, c.dt, in, drop)));
+      }
+      const Shape wider{c.shape[0] + 1, c.shape[1]};
+      for (uint8_t fill : {uint8_t(0), uint8_t(0xFF)}) {
+        std::vector<In> in{rnd(Role::frozen, wider, 81)};
+        const int64_t p = c.period, rows = c.shape[0] / c.period * (c.period - 1);
+        const OpFn put = [p, rows, fill](auto& a) {
+          return std::vector<Tensor>{ops::with_group_heads(a[0].rows(1, 1 + rows), p, fill)};
+        };
+        CHECK(identical(run(be.gpu, c.dt, in, put), run(be.cpu, c.dt, in, put)));
+      }
+    }
+    // i32 labels, as the drafter's loss puts them back (-1 in the head rows).
+    std::vector<In> ids{ints({6}, {4, 5, 6, 7, 8, 9})};
+    Result r = run(be.gpu, DType::f32, ids, [](auto& a) { return std::vector<Tensor>{ops::with_group_heads(a[0], 3, 0xFF)}; });
+    CHECK(r.outs[0] == std::vector<float>{-1, 4, 5, -1, 6, 7, -1, 8, 9});
+  }
+
   TEST_CASE("linear_cross_entropy: CUDA equals CPU for loss, ce, argmax, dh and dweight") {
     REQUIRE_GPU();
     Backends be;

@@ -2,8 +2,10 @@
 // recorded CUDA programs, lossless as DFLASH.md's Figures define it for the GPU (a difference from
 // the target's own greedy decoding only where its top-2 margin is within bf16 noise), with the
 // number of golden (CPU) tokens it reproduces; a random target at Qwen3-8B dims with the qwen3-8b
-// drafter (block 16) decoding losslessly; and the decode ops against the CPU's.
+// drafter (block 16) decoding losslessly; and the decode ops and the round's control ops against the CPU's.
 #ifdef DFLASH_CUDA
+#include <bit>
+
 #include "model/spec_ops.h"
 #include "runtime/decode_ops.h"
 #include "runtime/safetensors.h"
@@ -150,6 +152,72 @@ TEST_SUITE("gpu-spec") {
         CHECK(f32.second[1] == 17);
       }
     }
+  }
+
+  TEST_CASE("the speculative round's control ops and row copies on the GPU match the CPU's and the documented fields") {
+    REQUIRE_GPU();
+    Backends b;
+    const int64_t bs = 200;  // more slots than the block kernels' 128 threads
+    auto round = [&](Context& c) {
+      ContextScope s(c);
+      std::vector<int32_t> st(size_t(spec::kSpecStateFields), 0);
+      st[spec::field::start] = 10, st[spec::field::target_len] = 12, st[spec::field::ctx_at] = 3;
+      st[spec::field::ctx_count] = 2, st[spec::field::token] = 77, st[spec::field::chunk_count] = 5;
+      st[spec::field::chunk_last] = 4, st[spec::field::accepted] = 1;
+      const Tensor state = Tensor::from_ints({spec::kSpecStateFields}, st);
+      auto best = [](int32_t index, float margin, float top) {
+        return ops::ArgmaxRows{Tensor::from_ints({1}, {index}), Tensor::from_floats({1}, {margin}),
+                               Tensor::from_floats({1}, {top})};
+      };
+      std::vector<std::vector<int32_t>> seen;
+      const Tensor prefill = Tensor::from_ints({spec::kSpecTokenResult}, {0, 0, 0});
+      spec::prefill_commit(state, best(42, 0.5f, 3.25f), prefill);
+      seen.push_back(state.to_ints()), seen.push_back(prefill.to_ints());
+      const Tensor block = Tensor::from_ints({bs}, std::vector<int32_t>(size_t(bs), -5));
+      spec::make_block(state, 999, block);
+      seen.push_back(block.to_ints());
+      // Drafts 1001, 1002, ...; the target agrees with the first three, then picks 7.
+      std::vector<int32_t> drafted(static_cast<size_t>(bs), 0), p(static_cast<size_t>(bs), 7);
+      for (int64_t k = 0; k < bs; ++k) drafted[size_t(k)] = int32_t(1000 + k);
+      for (int32_t k = 0; k < 3; ++k) p[size_t(k)] = 1001 + k;
+      spec::fill_block(Tensor::from_ints({bs}, drafted), block);
+      seen.push_back(block.to_ints());
+      const Tensor verdict = Tensor::from_ints({spec::kSpecRoundHeader + bs}, std::vector<int32_t>(size_t(2 + bs), 0));
+      spec::accept(state, block, Tensor::from_ints({bs}, p), 0, verdict);
+      seen.push_back(state.to_ints()), seen.push_back(verdict.to_ints());
+      const Tensor step = Tensor::from_ints({spec::kSpecTokenResult}, {0, 0, 0});
+      spec::step_commit(state, best(55, 0.125f, 2.0f), step);
+      seen.push_back(state.to_ints()), seen.push_back(step.to_ints());
+      // Rows 2..3 of src into 1..2 (count 2 of n 4); rows 0..2 into 4..6, row 6 beyond dst (skipped).
+      std::vector<float> from(15);
+      for (size_t i = 0; i < from.size(); ++i) from[i] = float(i);
+      const Tensor src = Tensor::from_floats({5, 3}, from), dst = Tensor::from_floats({6, 3}, std::vector<float>(18, -1));
+      ops::copy_rows_(dst, Tensor::from_ints({1}, {1}), src, Tensor::from_ints({1}, {2}), 4, Tensor::from_ints({1}, {2}));
+      ops::copy_rows_(dst, Tensor::from_ints({1}, {4}), src, Tensor::from_ints({1}, {0}), 3, Tensor());
+      const std::vector<float> copied = dst.to_floats();
+      seen.emplace_back(copied.begin(), copied.end());
+      seen.push_back(ops::arange_from(Tensor::from_ints({1}, {7}), 5).to_ints());
+      c.synchronize();
+      return seen;
+    };
+    const std::vector<std::vector<int32_t>> cpu = round(b.cpu), gpu = round(b.gpu);
+    REQUIRE(gpu.size() == cpu.size());
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      INFO("after op " << k);
+      CHECK(gpu[k] == cpu[k]);
+    }
+    // The fields DFLASH.md documents, by hand (state: start, target_len, ctx_at, ctx_count, token, ...).
+    auto bits = [](float f) { return std::bit_cast<int32_t>(f); };
+    CHECK(std::vector<int32_t>(gpu[0].begin(), gpu[0].begin() + 9) == std::vector<int32_t>{17, 17, 17, 0, 42, 0, 5, 4, 1});
+    CHECK(gpu[1] == std::vector<int32_t>{42, bits(0.5f), bits(3.25f)});
+    CHECK((gpu[2][0] == 42 && gpu[2][1] == 999 && gpu[2][size_t(bs - 1)] == 999));
+    CHECK((gpu[3][0] == 42 && gpu[3][1] == 1001 && gpu[3][size_t(bs - 1)] == 1000 + bs - 1));
+    CHECK(std::vector<int32_t>(gpu[4].begin(), gpu[4].begin() + 9) == std::vector<int32_t>{21, 21, 17, 4, 7, 0, 5, 4, 3});
+    CHECK((gpu[5][0] == 3 && gpu[5][1] == 7 && gpu[5][2] == 42 && gpu[5][3] == 1001));
+    CHECK((gpu[6][1] == 22 && gpu[6][4] == 55));
+    CHECK(gpu[7] == std::vector<int32_t>{55, bits(0.125f), bits(2.0f)});
+    CHECK(gpu[8] == std::vector<int32_t>{-1, -1, -1, 6, 7, 8, 9, 10, 11, -1, -1, -1, 0, 1, 2, 3, 4, 5});
+    CHECK(gpu[9] == std::vector<int32_t>{7, 8, 9, 10, 11});
   }
 }
 #endif
