@@ -107,6 +107,21 @@ racecheck_judged() {  # racecheck_judged NAME TIMEOUT SUITES CASES: racecheck on
   rm -f "$full"
   return $r
 }
+inventory_tools() {  # the selections of INVENTORY_STEPS (default: sanitizer_steps) without their tools, through
+  # scripts/sanitizer-inventory's stand-in; each tool's kernels merged into $out/inventory/tools/<tool>.all, the
+  # steps' logs into $out/inventory/steps.tgz (the device returns few files); the steps' own verdicts are not judged
+  local dir=$out/inventory t
+  rm -rf "$dir/tools" "$dir/steps" && mkdir -p "$dir/tools" || return 1
+  SANITIZER_INVENTORY=$dir/tools PATH=$PWD/scripts/sanitizer-inventory:$PATH OUT=$dir/steps \
+    bash scripts/gpu-check.sh ${INVENTORY_STEPS:-${sanitizer_steps[*]}} | grep -A40 '^== summary'
+  for t in memcheck racecheck synccheck initcheck; do
+    ls "$dir/tools" | grep -q "^$t\." || { echo "no kernel list for $t"; return 1; }
+    cat "$dir/tools/$t".* | sort -u >"$dir/$t.merged"
+    rm -f "$dir/tools/$t".*
+    mv "$dir/$t.merged" "$dir/tools/$t.all"
+  done
+  tar -czf "$dir/steps.tgz" -C "$dir" steps && rm -rf "$dir/steps"
+}
 ncu_kernels() {  # ncu_kernels STEP TOP "BENCH ARGS" REGEX...: Nsight Compute's full set on the first launch of
   # each kernel that REGEX matches in `dflash-bench BENCH ARGS`: its details page, then scripts/ncu-hotspots.py's
   # stall reasons and TOP hottest SASS lines, in the step's log
@@ -303,16 +318,8 @@ for s in "${steps[@]}"; do
       step inventory-all bash -c "set -o pipefail; rm -rf $out/inventory/all && mkdir -p $out/inventory/all && \
         DFLASH_KERNEL_INVENTORY=$out/inventory/all/all timeout 500 ./build/dflash-tests --test-suite='gpu*' \
         --test-suite-exclude='gpu2*' | tail -n 4 && ls $out/inventory/all | grep -q . " ;;
-    inventory-tools)  # the sanitizer steps' selections without their tools (scripts/sanitizer-inventory's stand-in),
-      # each tool's kernels listed in $out/inventory/tools/<tool>.all; the steps' own verdicts are not this step's;
-      # INVENTORY_STEPS="STEP ..." lists those steps' kernels alone
-      step inventory-tools bash -c "rm -rf $out/inventory/tools $out/inventory/steps && mkdir -p $out/inventory/tools && \
-        SANITIZER_INVENTORY=$out/inventory/tools PATH=$PWD/scripts/sanitizer-inventory:\$PATH \
-        OUT=$out/inventory/steps bash scripts/gpu-check.sh ${INVENTORY_STEPS:-${sanitizer_steps[*]}} | grep -A40 '^== summary'; \
-        for t in memcheck racecheck synccheck initcheck; do ls $out/inventory/tools | grep -q \"^\$t\\.\" || \
-        { echo \"no kernel list for \$t\"; exit 1; }; cat $out/inventory/tools/\$t.* | sort -u > $out/inventory/\$t.merged; \
-        rm -f $out/inventory/tools/\$t.*; mv $out/inventory/\$t.merged $out/inventory/tools/\$t.all; done; \
-        tar -czf $out/inventory/steps.tgz -C $out/inventory steps && rm -rf $out/inventory/steps" ;;
+    inventory-tools)  # the sanitizer steps' kernels, by tool (inventory_tools; INVENTORY_STEPS="STEP ..." for some)
+      step inventory-tools inventory_tools ;;
     sanitizer-coverage)  # every kernel function of ours that the suites launch runs under every tool in some step
       # (after inventory-all and inventory-tools; scripts/sanitizer-coverage.py, also on the development machine)
       step sanitizer-coverage python3 scripts/sanitizer-coverage.py $out/inventory ;;
