@@ -96,12 +96,13 @@ san() {  # san TOOL TIMEOUT SUITES [EXTRA doctest args]: compute-sanitizer on th
 }
 racecheck_judged() {  # racecheck_judged NAME TIMEOUT SUITES CASES: racecheck on the cases (san_excluded left out),
   # unfiltered, every report printed and judged by scripts/racecheck-foreign.sh: the cases pass and every report lies
-  # in cuBLAS's own kernels (nvjet_*, sm90_xmma*, cutlass*), none in ours; the log's first 20000 bytes are kept
+  # in cuBLAS's own split-K kernels (nvjet_*, the only foreign kernels racecheck has reported here), none in ours; a
+  # report in any other kernel fails the step and is read by hand; the log's first 20000 bytes are kept
   local name=$1 limit=$2 suites=$3 cases=$4 full="$out/$1.full.log" r
   timeout "$limit" compute-sanitizer --tool racecheck --racecheck-report all --print-limit 0 --show-backtrace no \
     ./build/dflash-tests --test-suite="$suites" --test-case="$cases" --test-case-exclude="$san_excluded" >"$full" 2>&1
   tail -n 6 "$full"
-  bash scripts/racecheck-foreign.sh "$full" 'nvjet_|sm90_xmma|cutlass'
+  bash scripts/racecheck-foreign.sh "$full" 'nvjet_'
   r=$?
   head -c 20000 "$full" >"$out/$name.head.log"
   rm -f "$full"
