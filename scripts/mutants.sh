@@ -344,6 +344,15 @@ mutant "sharded checkpoint: the manifest's version not checked" "-tc=a?damaged?s
 mutant "sharded checkpoint: a shard's tensors not held to the manifest's count" "-tc=a?damaged?sharded?checkpoint*" \
   'sh.file->info(kind).dtype == "F32" && sh.file->info(kind).numel() == sh.count,' \
   'sh.file->info(kind).dtype == "F32",'
+mutant "shard writers keep an earlier run's stale shards" "-tc=*stale?shards?removed*" \
+  'if (name.starts_with(stem + "-") && name.ends_with(".bin")' \
+  'if (false && name.starts_with(stem + "-") && name.ends_with(".bin")'
+mutant "a shard writer leaves the old index in place while it writes" "-tc=hidden?shards:?mismatched*" \
+  'fs::remove(dir / "index.json", ec);' \
+  '(void)ec;'
+mutant "shard sizes: the expected size wraps around 2^64 unchecked" "-tc=token?shards:?every?damaged*" \
+  'if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r)) return UINT64_MAX;' \
+  'r = a * b + c;'
 
 # --- Machinery ---
 fail() {

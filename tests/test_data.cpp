@@ -211,6 +211,10 @@ TEST_SUITE("data") {
     patch(shard, 16, le<uint64_t>(3));
     edit_index(d, [](json& j) { j["shards"][0]["sequences"] = 3; });
     check_open("the file is 108 bytes, expected 116 for sequence_count 3");
+    fresh();  // a count whose table would wrap the size around 2^64 to the file's 108 bytes: refused, never read
+    patch(shard, 16, le<uint64_t>((uint64_t(1) << 61) + 2));
+    edit_index(d, [](json& j) { j["shards"][0]["sequences"] = (uint64_t(1) << 61) + 2; });
+    check_open("the file is 108 bytes, expected 18446744073709551615 for sequence_count 2305843009213693954");
     fresh();
     CHECK_ERROR(TokenDataset(d, 12), "index.json: vocab_size is 10, expected 12 (the target's); the data were tokenized for another target");
     edit_index(d, [](json& j) { j["sequences"] = 3; });
