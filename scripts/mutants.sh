@@ -353,7 +353,40 @@ mutant "a shard writer leaves the old index in place while it writes" "-tc=hidde
 mutant "shard sizes: the expected size wraps around 2^64 unchecked" "-tc=token?shards:?every?damaged*" \
   'if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r)) return UINT64_MAX;' \
   'r = a * b + c;'
-
+mutant "the ranks' recorded programs are not compared" "-tc=ranks?whose?recorded?programs?differ*" \
+  'coord_->check_same(program_signature(replicas_[0]->engine(), replicas_[0]->drafter().params()),' \
+  'coord_->check_same(std::string(),'
+# --- Launcher variables (issue 8) ---
+mutant "launch: Slurm's variables win over torchrun's" "-ts=launch" \
+  'if (env(name)) return parse_vars(env, kTorchrun);' \
+  'if (env(name) && !env("SLURM_PROCID")) return parse_vars(env, kTorchrun);'
+mutant "launch: RANK equal to WORLD_SIZE accepted" "-ts=launch" \
+  'DF_CHECK(l.rank < l.world,' \
+  'DF_CHECK(l.rank <= l.world,'
+mutant "launch: LOCAL_RANK equal to LOCAL_WORLD_SIZE accepted" "-ts=launch" \
+  'DF_CHECK(l.local_rank < l.local_world,' \
+  'DF_CHECK(l.local_rank <= l.local_world,'
+mutant "launch: an empty MASTER_ADDR accepted" "-ts=launch" \
+  'DF_CHECK(addr && !addr->empty(),' \
+  'DF_CHECK(addr.has_value(),'
+mutant "launch: the rendezvous on MASTER_PORT itself, not MASTER_PORT + 1" "-ts=launch" \
+  'return launch.master_port + 1;' \
+  'return launch.master_port;'
+mutant "launch: runtime.rendezvous_port ignored" "-ts=launch" \
+  'if (configured_port > 0) return int(configured_port);' \
+  'if (false) return int(configured_port);'
+mutant "launch: the one visible GPU not taken when LOCAL_RANK > 0" "-ts=launch" \
+  'if (visible == 1) return 0;' \
+  'if (visible == 1 && l.local_rank == 0) return 0;'
+mutant "launch: LOCAL_RANK beyond the visible GPUs accepted" "-ts=launch" \
+  'DF_CHECK(l.local_rank < visible, who' \
+  'DF_CHECK(l.local_rank <= visible, who'
+mutant "launch: a runtime.devices list one entry short accepted" "-ts=launch" \
+  'DF_CHECK(l.local_rank < int(ids.size()),' \
+  'DF_CHECK(l.local_rank <= int(ids.size()),'
+mutant "launch: a listed GPU id equal to the count visible accepted" "-ts=launch" \
+  'DF_CHECK(id < visible,' \
+  'DF_CHECK(id <= visible,'
 # --- Machinery ---
 fail() {
   echo "mutants: $*" >&2

@@ -180,6 +180,16 @@ TEST_SUITE("launch") {
                          doctest::Contains("LOCAL_RANK=3 but only 2 GPU(s) are visible (CUDA_VISIBLE_DEVICES=\"0,1\")"),
                          Error);
     CHECK_THROWS_WITH_AS(local_gpu_for(far, 2, "auto", std::nullopt), doctest::Contains("--nproc-per-node=2"), Error);
+    // The edges: LOCAL_RANK=3 needs a fourth GPU, a fourth entry in the list, and a listed id below the count seen.
+    CHECK(local_gpu_for(far, 4, "auto", std::nullopt) == 3);
+    CHECK_THROWS_WITH_AS(local_gpu_for(far, 3, "auto", std::nullopt),
+                         doctest::Contains("LOCAL_RANK=3 but only 3 GPU(s) are visible"), Error);
+    CHECK(local_gpu_for(far, 8, "cuda:0,1,2,7", std::nullopt) == 7);
+    CHECK_THROWS_WITH_AS(local_gpu_for(far, 8, "cuda:0,1,2", std::nullopt),
+                         doctest::Contains("LOCAL_RANK=3 but runtime.devices = \"cuda:0,1,2\" names 3 GPU(s)"), Error);
+    CHECK_THROWS_WITH_AS(local_gpu_for(l, 4, "cuda:0,4", std::nullopt),
+                         doctest::Contains("runtime.devices = \"cuda:0,4\" gives LOCAL_RANK=1 cuda:4, but only 4 GPU(s) are visible"),
+                         Error);
     CHECK_THROWS_WITH_AS(local_gpu_for(far, 8, "cuda:0,1", std::nullopt),
                          doctest::Contains("LOCAL_RANK=3 but runtime.devices = \"cuda:0,1\" names 2 GPU(s)"), Error);
     CHECK_THROWS_WITH_AS(local_gpu_for(l, 0, "auto", std::string("")), doctest::Contains("no GPU is visible to RANK=5"),

@@ -31,9 +31,11 @@ struct RankRun {
   std::vector<std::string> errors;  // "" when the rank finished
 };
 
-// `world` trainers, one rank each, in threads; cfg_of(rank) and hooks_of(rank) give each its own.
+// `world` trainers, one rank each, in threads; cfg_of(rank) and hooks_of(rank) give each its own; wrap(rank, real)
+// may put a coordinator in front of a rank's real one (nullptr: none).
+using CoordinatorWrap = std::function<std::unique_ptr<Coordinator>(int, Coordinator&)>;
 RankRun run_ranks(int world, const std::function<Config(int)>& cfg_of,
-                  const std::function<TrainHooks(int)>& hooks_of = {}) {
+                  const std::function<TrainHooks(int)>& hooks_of = {}, const CoordinatorWrap& wrap = {}) {
   ThreadCommunicator comm(world);
   ThreadCoordinator coord(world);
   RankRun out;
@@ -47,7 +49,8 @@ RankRun run_ranks(int world, const std::function<Config(int)>& cfg_of,
       spec.first_rank = r;
       spec.devices = {Device::cpu(r)};
       spec.comm = &comm;
-      spec.coord = &coord.handle(r);
+      std::unique_ptr<Coordinator> wrapped = wrap ? wrap(r, coord.handle(r)) : nullptr;
+      spec.coord = wrapped ? wrapped.get() : &coord.handle(r);
       try {
         out.results[size_t(r)] = run_training(cfg_of(r), hooks_of ? hooks_of(r) : TrainHooks{}, &spec);
       } catch (const std::exception& e) {
@@ -339,6 +342,40 @@ TEST_SUITE("ranks") {
       CHECK(e.find("rank 1 differs from rank 0 in the configuration: rank 0 has \"training.lr = 0.003\", it has "
                    "\"training.lr = 0.001\"") != std::string::npos);
     }
+  }
+
+  TEST_CASE("ranks whose recorded programs differ (one of another build) refuse to run, naming the program") {
+    // Rank 1 reports its programs as a rank of another build would: the same configuration, one
+    // program with ten times the kernels. Everything else reaches the real coordinator unchanged.
+    class OtherBuild : public Coordinator {
+     public:
+      explicit OtherBuild(Coordinator& real) : real_(real) {}
+      int rank() const override { return real_.rank(); }
+      int size() const override { return real_.size(); }
+      std::vector<std::string> all_gather(const std::string& mine) override {
+        std::string s = mine;
+        const size_t at = s.starts_with("parameters = ") ? s.find(" kernels, arena ") : std::string::npos;
+        if (at != std::string::npos) s.insert(at, "0");
+        return real_.all_gather(s);
+      }
+      void report_failure(const std::string& message) override { real_.report_failure(message); }
+      std::optional<std::string> failure() const override { return real_.failure(); }
+
+     private:
+      Coordinator& real_;
+    };
+    Config cfg = small_job("programs", {"training.steps=2"}, 2);
+    RankRun run = run_ranks(2, [&](int) { return cfg; }, {}, [](int rank, Coordinator& real) {
+      return rank == 1 ? std::unique_ptr<Coordinator>(new OtherBuild(real)) : nullptr;
+    });
+    for (const std::string& e : run.errors) {
+      CAPTURE(e);
+      CHECK(e.find("rank 1 differs from rank 0 in the recorded buckets and programs: rank 0 has \"program ") !=
+            std::string::npos);
+      CHECK(e.find("0 kernels, arena ") != std::string::npos);
+      CHECK(e.find("fix: start every rank with the same build, config and data") != std::string::npos);
+    }
+    CHECK(step_records(cfg.job.dump_folder).empty());  // refused before the first step
   }
 
   TEST_CASE("a rank that fails makes the others stop with its error instead of waiting") {
