@@ -370,3 +370,19 @@ mutant "launch: a runtime.devices list one entry short accepted" "-ts=launch" \
 mutant "launch: a listed GPU id equal to the count visible accepted" "-ts=launch" \
   'DF_CHECK(id < visible,' \
   'DF_CHECK(id <= visible,'
+# --- The rendezvous' wire format (issue 8) ---
+mutant "rendezvous wire: a frame taken before its body has arrived" "-ts=rendezvous*" \
+  'if (buf.size() < 16 + size_t(len)) return std::nullopt;' \
+  'if (buf.size() < 16) return std::nullopt;'
+mutant "rendezvous wire: a taken frame's body left in the buffer" "-ts=rendezvous*" \
+  'buf.erase(0, 16 + size_t(len));' \
+  'buf.erase(0, 16);'
+mutant "rendezvous wire: foreign bytes read as a frame" "-ts=rendezvous*" \
+  'if (ntohl(h[0]) != kMagic) throw Error("not a dflash rendezvous message");' \
+  'if (false) throw Error("not a dflash rendezvous message");'
+mutant "rendezvous wire: an oversized length accepted" "-ts=rendezvous*" \
+  'if (len > kMaxFrame) throw' \
+  'if (false) throw'
+mutant "rendezvous wire: a gather result cut short accepted" "-ts=rendezvous*" \
+  'DF_CHECK(at + n <= bytes.size(), "rendezvous: a malformed gather result");' \
+  'DF_CHECK(true, "rendezvous: a malformed gather result");'
