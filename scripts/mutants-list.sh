@@ -386,3 +386,19 @@ mutant "rendezvous wire: an oversized length accepted" "-ts=rendezvous*" \
 mutant "rendezvous wire: a gather result cut short accepted" "-ts=rendezvous*" \
   'DF_CHECK(at + n <= bytes.size(), "rendezvous: a malformed gather result");' \
   'DF_CHECK(true, "rendezvous: a malformed gather result");'
+# --- Checkpoint files (audit 2026-12-04) ---
+mutant "checkpoint: a tensor of another dtype loaded" "-ts=checkpoint*,bad-input*" \
+  'DF_CHECK(t.dtype == "F32", f << ": tensor' \
+  'DF_CHECK(true, f << ": tensor'
+mutant "checkpoint: a tensor the model lacks accepted" "-ts=checkpoint*,bad-input*" \
+  'DF_CHECK(known, f << ": tensor' \
+  'DF_CHECK(true, f << ": tensor'
+mutant "checkpoint: the moments' step not held to COMPLETE.json's" "-ts=checkpoint*,bad-input*" \
+  'DF_CHECK(step == recorded, what' \
+  'DF_CHECK(true, what'
+mutant "checkpoint: NaN in a checkpoint loaded" "-ts=checkpoint*,bad-input*" \
+  '    values.check_all_finite();' \
+  '    (void)0;'
+mutant "checkpoint: staging folders of dead runs never pruned" "-ts=checkpoint*,bad-input*" \
+  'if (staging_pid(p.filename().string()) != long(::getpid())) fs::remove_all(p, ec);' \
+  'if (false) fs::remove_all(p, ec);'

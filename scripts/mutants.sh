@@ -157,7 +157,9 @@ for i in "${selected[@]}"; do
   elif [ $rc = 124 ]; then
     caught="timeout after ${limit} s"
   else
-    caught=$(grep -m1 '^TEST CASE:' "$tests_log" | sed 's/^TEST CASE: *//')
+    # the test case whose block holds the first failed assertion or crash (cases that only print come first)
+    caught=$(awk '/^TEST CASE:/ { c = $0 } /ERROR:/ && c != "" { print c; exit }' "$tests_log" | sed 's/^TEST CASE: *//')
+    [ -n "$caught" ] || caught=$(grep -m1 '^TEST CASE:' "$tests_log" | sed 's/^TEST CASE: *//')
     [ -n "$caught" ] || caught="exit status $rc (see $tests_log)"
     caught="$caught$verdict"
   fi
