@@ -402,3 +402,37 @@ mutant "checkpoint: NaN in a checkpoint loaded" "-ts=checkpoint*,bad-input*" \
 mutant "checkpoint: staging folders of dead runs never pruned" "-ts=checkpoint*,bad-input*" \
   'if (staging_pid(p.filename().string()) != long(::getpid())) fs::remove_all(p, ec);' \
   'if (false) fs::remove_all(p, ec);'
+# --- Config checks at their edges (audit 2026-12-04) ---
+mutant "config: a fraction key's upper end, open or closed, ignored" "-ts=config*" \
+  'require(v >= 0 && (closed ? v <= 1 : v < 1), key,' \
+  'require(v >= 0 && v <= 1, key,'
+mutant "config: synthetic min_length equal to prompt_length accepted" "-ts=config*" \
+  'require(sd.min_length > sd.prompt_length,' \
+  'require(sd.min_length >= sd.prompt_length,'
+mutant "config: synthetic max_length equal to min_length refused" "-ts=config*" \
+  'require(sd.max_length >= sd.min_length,' \
+  'require(sd.max_length > sd.min_length,'
+mutant "config: heads not a multiple of the KV heads accepted" "-ts=config*" \
+  'require(st.num_attention_heads % st.num_key_value_heads == 0,' \
+  'require(true,'
+mutant "config: a repeated target.layer_ids entry accepted" "-ts=config*" \
+  'require(ids.insert(id).second,' \
+  'require((ids.insert(id), true),'
+mutant "config: a layer id equal to the synthetic target's layer count accepted" "-ts=config*" \
+  'require(!st.enabled || id < st.num_hidden_layers,' \
+  'require(!st.enabled || id <= st.num_hidden_layers,'
+mutant "config: a mask token id equal to the vocab size accepted" "-ts=config*" \
+  'require(!st.enabled || *dr.mask_token_id < st.vocab_size,' \
+  'require(!st.enabled || *dr.mask_token_id <= st.vocab_size,'
+mutant "config: arena_gb over memory_limit_gb accepted" "-ts=config*" \
+  'c.runtime.arena_gb <= c.runtime.memory_limit_gb' \
+  'true'
+mutant "config: rendezvous_port 65536 accepted" "-ts=config*" \
+  'c.runtime.rendezvous_port <= 65535' \
+  'c.runtime.rendezvous_port <= 65536'
+mutant "config: stop ids and spec_ignore_eos together accepted" "-ts=config*" \
+  'require(c.eval.spec_stop_token_ids.empty() || !c.eval.spec_ignore_eos,' \
+  'require(true,'
+mutant "config: a stop id over INT32_MAX accepted" "-ts=config*" \
+  'require(id >= 0 && id <= INT32_MAX, "eval.spec_stop_token_ids",' \
+  'require(id >= 0, "eval.spec_stop_token_ids",'

@@ -350,6 +350,17 @@ progress = false
         {"target.layer_ids=[-1]", "target.layer_ids = [-1]: layer ids must be 0 or more"},
         {"target.layer_ids=[2,2]", "target.layer_ids = [2, 2]: lists layer 2 twice"},
         {"job.name=\"\"", "job.name = \"\": must not be empty"},
+        {"eval.spec_every=-1", "eval.spec_every = -1: must be at least 0"},
+        {"eval.spec_max_new_tokens=0", "eval.spec_max_new_tokens = 0: must be at least 1"},
+        {"eval.spec_prefill_chunk=0", "eval.spec_prefill_chunk = 0: must be at least 1"},
+        {"eval.spec_stop_token_ids=[2, -1]", "eval.spec_stop_token_ids = [2, -1]: stop ids must be token ids, 0 or more"},
+        {"eval.spec_stop_token_ids=[2147483648]", "stop ids must be token ids"},
+        {"runtime.rendezvous_port=65536",
+         "runtime.rendezvous_port = 65536: must be a TCP port in [1, 65535], or 0 for MASTER_PORT + 1"},
+        {"runtime.rendezvous_port=-1", "runtime.rendezvous_port = -1: must be a TCP port"},
+        {"runtime.rendezvous_timeout_s=0", "runtime.rendezvous_timeout_s = 0: must be greater than 0"},
+        {"runtime.heartbeat_timeout_s=-1", "runtime.heartbeat_timeout_s = -1: must be greater than 0"},
+        {"runtime.reduce_dtype=f16", "runtime.reduce_dtype = \"f16\": use \"f32\" (the default) or \"bf16\""},
     };
     for (const auto& [override, message] : cases) {
       CAPTURE(override);
@@ -369,6 +380,9 @@ progress = false
             "runtime.arena_gb = 9: exceeds runtime.memory_limit_gb");
     CHECK_NOTHROW(parse(kMinimal, {"runtime.memory_limit_gb=8", "runtime.arena_gb=8"}));
     CHECK_NOTHROW(parse(kMinimal, {"runtime.arena_gb=100"}));  // without a limit: checked against the device
+    CHECK_NOTHROW(parse(kMinimal, {"runtime.rendezvous_port=65535", "eval.spec_stop_token_ids=[2147483647]"}));
+    REFUSED(parse(kMinimal, {"eval.spec_stop_token_ids=[2]", "eval.spec_ignore_eos=true"}),
+            "eval.spec_ignore_eos = true: contradicts eval.spec_stop_token_ids");
   }
 
   TEST_CASE("required keys: mask_token_id, target.path, data.train") {
