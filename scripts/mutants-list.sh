@@ -436,3 +436,22 @@ mutant "config: stop ids and spec_ignore_eos together accepted" "-ts=config*" \
 mutant "config: a stop id over INT32_MAX accepted" "-ts=config*" \
   'require(id >= 0 && id <= INT32_MAX, "eval.spec_stop_token_ids",' \
   'require(id >= 0, "eval.spec_stop_token_ids",'
+# --- Export for SGLang (audit 2026-12-04) ---
+mutant "export: num_key_value_heads written as the attention heads" "-ts=checkpoint-io" \
+  'c["num_key_value_heads"] = s.num_key_value_heads;' \
+  'c["num_key_value_heads"] = s.num_attention_heads;'
+mutant "export: tie_word_embeddings written true" "-ts=checkpoint-io" \
+  'c["tie_word_embeddings"] = false;' \
+  'c["tie_word_embeddings"] = true;'
+mutant "export: dflash_config without the target's layer ids" "-ts=checkpoint-io" \
+  '{"target_layer_ids", s.target_layer_ids}' \
+  '{"target_layer_ids", json::array()}'
+mutant "export: torch_dtype always bfloat16" "-ts=checkpoint-io" \
+  'c["torch_dtype"] = dtype == DType::bf16 ? "bfloat16" : "float32";' \
+  'c["torch_dtype"] = "bfloat16";'
+mutant "export: max_position_embeddings left out" "-ts=checkpoint-io" \
+  'c["max_position_embeddings"] = s.max_position_embeddings;' \
+  '(void)0;'
+mutant "export: rope_theta written as the default 1e6" "-ts=checkpoint-io" \
+  'c["rope_theta"] = s.rope_theta;' \
+  'c["rope_theta"] = 1000000.0;'
