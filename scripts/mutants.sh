@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation probes: plants each bug of the list below, one at a time, in a scratch copy of the tree
+# Mutation probes: plants each bug of the list (scripts/mutants-list.sh), one at a time, in a scratch copy of the tree
 # (never this one), rebuilds the CPU test binary incrementally and runs the CPU suites; some test
 # must fail for every mutant. A mutant is keyed by a snippet of the code it changes, which must occur
 # exactly once in the sources outside tests/, scripts/ and docs/, so it follows the code when files
