@@ -1,5 +1,5 @@
-// Test helpers for real processes: a free loopback port, a forked child (its stderr optionally to
-// a file), and waiting for it with or without a bound.
+// Test helpers for real processes: a free loopback port, the rendezvous options the tests meet with,
+// a forked child (its stderr optionally to a file), and waiting for it with or without a bound.
 #pragma once
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "runtime/rendezvous.h"
+
 namespace dflash::test {
 
 // A TCP port nobody listens on right now.
@@ -29,6 +31,20 @@ inline int free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
+}
+
+// Rank `rank` of `world` meeting at addr:port, with a fast heartbeat (0.2 s, a peer gone after 2 s).
+inline RendezvousOptions rendezvous_options(int rank, int world, const std::string& addr, int port,
+                                            double timeout_s = 20) {
+  RendezvousOptions o;
+  o.rank = rank;
+  o.world = world;
+  o.master_addr = addr;
+  o.port = port;
+  o.timeout_s = timeout_s;
+  o.heartbeat_s = 0.2;
+  o.heartbeat_timeout_s = 2;
+  return o;
 }
 
 // Runs `body` in a forked child process; its return value is the child's exit status (98: it

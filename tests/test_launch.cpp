@@ -22,6 +22,7 @@
 using namespace dflash;
 using dflash::test::fork_child;
 using dflash::test::free_port;
+using dflash::test::rendezvous_options;
 using dflash::test::wait_child;
 
 namespace {
@@ -50,17 +51,6 @@ std::string launch_error(const std::map<std::string, std::string>& vars) {
   return "(no error)";
 }
 
-RendezvousOptions opts(int rank, int world, const std::string& addr, int port, double timeout = 20) {
-  RendezvousOptions o;
-  o.rank = rank;
-  o.world = world;
-  o.master_addr = addr;
-  o.port = port;
-  o.timeout_s = timeout;
-  o.heartbeat_s = 0.2;
-  o.heartbeat_timeout_s = 2;
-  return o;
-}
 
 // 128 bytes with zeros and high bytes, like an ncclUniqueId.
 std::string fake_unique_id() {
@@ -209,7 +199,7 @@ TEST_SUITE("rendezvous") {
       const int port = free_port();
       const std::string id = fake_unique_id();
       pid_t child = fork_child([&] {
-        auto r = Rendezvous::join(opts(1, 2, addr, port));
+        auto r = Rendezvous::join(rendezvous_options(1, 2, addr, port));
         if (r->payload() != id) return 1;
         std::vector<std::string> all = r->all_gather("from rank 1");
         if (all.size() != 2 || all[0] != "from rank 0" || all[1] != "from rank 1") return 2;
@@ -217,7 +207,7 @@ TEST_SUITE("rendezvous") {
         r->finish();
         return 0;
       });
-      RendezvousOptions o0 = opts(0, 2, addr, port);
+      RendezvousOptions o0 = rendezvous_options(0, 2, addr, port);
       o0.payload = id;
       auto r = Rendezvous::join(o0);
       CHECK(r->payload() == id);
@@ -233,7 +223,7 @@ TEST_SUITE("rendezvous") {
 
   TEST_CASE("a master that does not answer: the timeout names the address and the port") {
     const int port = free_port();
-    RendezvousOptions o = opts(1, 2, "127.0.0.1", port, 1.0);
+    RendezvousOptions o = rendezvous_options(1, 2, "127.0.0.1", port, 1.0);
     const std::string want =
         "could not reach rank 0 at MASTER_ADDR=127.0.0.1 port " + std::to_string(port) + " (runtime.rendezvous_port) within 1 s";
     CHECK_THROWS_WITH_AS(Rendezvous::join(o), doctest::Contains(want.c_str()), Error);
@@ -243,7 +233,7 @@ TEST_SUITE("rendezvous") {
 
   TEST_CASE("rank 0 names the ranks that did not arrive") {
     const int port = free_port();
-    CHECK_THROWS_WITH_AS(Rendezvous::join(opts(0, 3, "127.0.0.1", port, 1.0)),
+    CHECK_THROWS_WITH_AS(Rendezvous::join(rendezvous_options(0, 3, "127.0.0.1", port, 1.0)),
                          doctest::Contains("ranks 1, 2 did not arrive"), Error);
   }
 
@@ -251,13 +241,13 @@ TEST_SUITE("rendezvous") {
     const int port = free_port();
     pid_t child = fork_child([&] {
       try {
-        Rendezvous::join(opts(1, 3, "127.0.0.1", port));
+        Rendezvous::join(rendezvous_options(1, 3, "127.0.0.1", port));
       } catch (const Error& e) {
         return std::string(e.what()).find("reports a world of 3 processes but rank 0 has 2") != std::string::npos ? 0 : 1;
       }
       return 2;
     });
-    CHECK_THROWS_WITH_AS(Rendezvous::join(opts(0, 2, "127.0.0.1", port)),
+    CHECK_THROWS_WITH_AS(Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port)),
                          doctest::Contains("rank 1 (host"), Error);
     CHECK(wait_child(child) == 0);
   }
@@ -265,11 +255,11 @@ TEST_SUITE("rendezvous") {
   TEST_CASE("a rank killed after the rendezvous is named to the others, whose waits end") {
     const int port = free_port();
     pid_t child = fork_child([&] {
-      auto r = Rendezvous::join(opts(1, 2, "127.0.0.1", port));
+      auto r = Rendezvous::join(rendezvous_options(1, 2, "127.0.0.1", port));
       ::kill(::getpid(), SIGKILL);  // as kill -9
       return 0;
     });
-    auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
+    auto r = Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port));
     std::atomic<bool> aborted{false};  // set on the watchdog's thread
     r->set_watch({}, [&] { aborted = true; });
     CHECK_THROWS_WITH_AS(r->all_gather("x"), doctest::Contains("rank 1 (host"), Error);
@@ -282,12 +272,12 @@ TEST_SUITE("rendezvous") {
   TEST_CASE("an abort hook installed after the watchdog saw a failure still runs, once") {
     const int port = free_port();
     pid_t child = fork_child([&] {
-      auto r = Rendezvous::join(opts(1, 2, "127.0.0.1", port));
+      auto r = Rendezvous::join(rendezvous_options(1, 2, "127.0.0.1", port));
       ::kill(::getpid(), SIGKILL);
       return 0;
     });
     std::atomic<int> aborts{0};  // outlives r, whose watchdog thread counts into it
-    auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
+    auto r = Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port));
     REQUIRE(eventually([&] { return r->failure().has_value(); }, 5));
     r->set_watch({}, [&] { ++aborts; });
     CHECK(eventually([&] { return aborts.load() > 0; }, 2));
@@ -299,11 +289,11 @@ TEST_SUITE("rendezvous") {
   TEST_CASE("a rank that stops answering counts as hung after the heartbeat timeout") {
     const int port = free_port();
     pid_t child = fork_child([&] {
-      auto r = Rendezvous::join(opts(1, 2, "127.0.0.1", port));
+      auto r = Rendezvous::join(rendezvous_options(1, 2, "127.0.0.1", port));
       ::kill(::getpid(), SIGSTOP);  // every thread stops, as a hung process
       return 0;
     });
-    auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
+    auto r = Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port));
     auto t0 = std::chrono::steady_clock::now();
     CHECK_THROWS_WITH_AS(r->all_gather("x"), doctest::Contains("has not answered for 2 s"), Error);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
@@ -314,19 +304,19 @@ TEST_SUITE("rendezvous") {
   TEST_CASE("a rank's own error reaches the others with its message, and a local poll error fails this rank") {
     const int port = free_port();
     pid_t child = fork_child([&] {
-      auto r = Rendezvous::join(opts(1, 2, "127.0.0.1", port));
+      auto r = Rendezvous::join(rendezvous_options(1, 2, "127.0.0.1", port));
       r->report_failure("the disk is full");
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       return 0;
     });
-    auto r = Rendezvous::join(opts(0, 2, "127.0.0.1", port));
+    auto r = Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port));
     CHECK_THROWS_WITH_AS(r->all_gather("x"), doctest::Contains("stopped: the disk is full"), Error);
     CHECK(r->failure()->find("rank 1 (host") != std::string::npos);
     CHECK(wait_child(child) == 0);
 
     const int port2 = free_port();
     pid_t child2 = fork_child([&] {
-      auto r1 = Rendezvous::join(opts(1, 2, "127.0.0.1", port2));
+      auto r1 = Rendezvous::join(rendezvous_options(1, 2, "127.0.0.1", port2));
       try {
         r1->all_gather("x");
       } catch (const Error& e) {
@@ -334,7 +324,7 @@ TEST_SUITE("rendezvous") {
       }
       return 2;
     });
-    auto r0 = Rendezvous::join(opts(0, 2, "127.0.0.1", port2));
+    auto r0 = Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port2));
     r0->set_watch([] { return std::optional<std::string>("NCCL error: unhandled system error"); }, [] {});
     CHECK(eventually([&] { return r0->failure().has_value(); }, 5));
     CHECK_THROWS_WITH_AS(r0->all_gather("x"), doctest::Contains("rank 0 (host"), Error);

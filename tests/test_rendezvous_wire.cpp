@@ -19,24 +19,13 @@ using namespace dflash;
 using namespace dflash::rendezvous_detail;
 using dflash::test::fork_child;
 using dflash::test::free_port;
+using dflash::test::rendezvous_options;
 using dflash::test::wait_child;
 
 namespace {
 std::string be32(uint32_t v) {
   const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
   return std::string(b, 4);
-}
-
-RendezvousOptions opts(int rank, int port) {
-  RendezvousOptions o;
-  o.rank = rank;
-  o.world = 2;
-  o.master_addr = "127.0.0.1";
-  o.port = port;
-  o.timeout_s = 20;
-  o.heartbeat_s = 0.2;
-  o.heartbeat_timeout_s = 2;
-  return o;
 }
 }  // namespace
 
@@ -87,7 +76,7 @@ TEST_SUITE("rendezvous wire") {
     const int port = free_port();
     pid_t child = fork_child([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(600));  // after the scanner
-      auto r = Rendezvous::join(opts(1, port));
+      auto r = Rendezvous::join(rendezvous_options(1, 2, "127.0.0.1", port));
       std::vector<std::string> all = r->all_gather("1");
       r->finish();
       return all.size() == 2 && all[0] == "0" && all[1] == "1" ? 0 : 1;
@@ -110,7 +99,7 @@ TEST_SUITE("rendezvous wire") {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
-    auto r = Rendezvous::join(opts(0, port));
+    auto r = Rendezvous::join(rendezvous_options(0, 2, "127.0.0.1", port));
     scanner.join();
     std::vector<std::string> all = r->all_gather("0");
     r->finish();
