@@ -5,19 +5,34 @@
 # exactly once in the sources outside tests/, scripts/ and docs/, so it follows the code when files
 # move. Before any verdict: every snippet is found once, the unmutated suite passes, and each mutant
 # changes a file that the CPU build compiles and still compiles (else the list is stale: exit 2).
-# Usage: bash scripts/mutants.sh [--list] [WORD...]   WORD: only mutants whose name contains it
-# Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken.
+# --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
+# GPU machine (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
+# Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it
+# Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken;
+# 3 none survived but the time budget left some unrun.
 # Env: DFLASH_MUTANTS_DIR (scratch; default under $TMPDIR, kept between runs so rebuilds are
-# incremental), DFLASH_MUTANTS_JOBS (build jobs; default nproc), DFLASH_MUTANTS_TIMEOUT (s per run).
+# incremental), DFLASH_MUTANTS_JOBS (build jobs; default nproc), DFLASH_MUTANTS_TIMEOUT (s per run),
+# DFLASH_MUTANTS_BUDGET_S (start no mutant after this many seconds; default none).
 set -uo pipefail
 shopt -u patsub_replacement 2>/dev/null || true  # "&" in a replacement stays "&"
+
+gpu=0 list=0
+filters=()
+for a in "$@"; do
+  case $a in
+    --gpu) gpu=1 ;;
+    --list) list=1 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) filters+=("$a") ;;
+  esac
+done
 
 names=() hints=() olds=() news=()
 # mutant NAME HINT OLD NEW: HINT is doctest filters for the tests expected to catch it, run first
 # (the whole CPU suite runs when they do not).
 mutant() { names+=("$1"); hints+=("$2"); olds+=("$3"); news+=("$4"); }
 
-source "$(dirname "$0")/mutants-list.sh"
+if [ "$gpu" = 1 ]; then source "$(dirname "$0")/mutants-gpu-list.sh"; else source "$(dirname "$0")/mutants-list.sh"; fi
 
 # --- Machinery ---
 fail() {
@@ -26,15 +41,6 @@ fail() {
 }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-list=0
-filters=()
-for a in "$@"; do
-  case $a in
-    --list) list=1 ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) filters+=("$a") ;;
-  esac
-done
 selected=()
 for i in "${!names[@]}"; do
   keep=$(( ${#filters[@]} == 0 ))
@@ -50,9 +56,11 @@ fi
 scratch=${DFLASH_MUTANTS_DIR:-${TMPDIR:-/tmp}/dflash-mutants-$(id -u)-$(printf %s "$root" | cksum | cut -d' ' -f1)}
 src=$scratch/src
 build=$scratch/build
+[ "$gpu" = 1 ] && build=$scratch/build-gpu
 logs=$scratch/logs
 jobs=${DFLASH_MUTANTS_JOBS:-$(nproc)}
 limit=${DFLASH_MUTANTS_TIMEOUT:-900}
+budget=${DFLASH_MUTANTS_BUDGET_S:-0}
 case $scratch in "$root" | "$root"/*) fail "DFLASH_MUTANTS_DIR=$scratch lies inside the tree; choose a folder outside it" ;; esac
 mkdir -p "$src" "$logs" || fail "cannot create $scratch"
 t_start=$SECONDS
@@ -90,9 +98,16 @@ for i in "${selected[@]}"; do
   where[$i]=$file
 done
 
-bash "$root/scripts/setup.sh" || fail "setup failed"
+# The GPU machine has no package source: scripts/gpu-prepare.sh filled .deps here before the call.
+if [ "$gpu" = 1 ]; then
+  backend=(-DDFLASH_CPU_ONLY=OFF -DCUDNN_FRONTEND_INCLUDE="$root/.deps/cudnn-frontend/include")
+  command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || fail "--gpu needs nvcc (the CUDA build)"
+else
+  bash "$root/scripts/setup.sh" || fail "setup failed"
+  backend=(-DDFLASH_CPU_ONLY=ON)
+fi
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CPU_ONLY=ON \
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${backend[@]}" \
     -DDFLASH_EXTRA_INCLUDE="$root/.deps/include" >"$logs/configure.log" 2>&1 ||
     fail "configure failed; see $logs/configure.log"
 fi
@@ -101,18 +116,36 @@ build_tests() {  # build_tests LOG: incremental build of the CPU test binary and
   cmake --build "$build" -j "$jobs" --target dflash-tests dflash-train >"$1" 2>&1
 }
 
-run_tests() {  # run_tests LOG [doctest args]: the CPU suites, stopping at the first failure
+# The suites a mutant runs against: the CPU ones, or (--gpu) the one-GPU ones; all_suites is the
+# fallback when its hint passes.
+if [ "$gpu" = 1 ]; then
+  kind="one-GPU" suites=(--test-suite-exclude='gpu2*') all_suites=(--test-suite='gpu-*')
+else
+  kind="CPU" suites=(--test-suite-exclude='gpu*') all_suites=()
+fi
+run_tests() {  # run_tests LOG [doctest args]: the suites, stopping at the first failure
   local log=$1
   shift
-  (cd "$src" && timeout "$limit" "$build/dflash-tests" --test-suite-exclude='gpu*' --abort-after=1 "$@") >"$log" 2>&1
+  (cd "$src" && timeout "$limit" "$build/dflash-tests" "${suites[@]}" --abort-after=1 "$@") >"$log" 2>&1
 }
 
-echo "mutants: building the unmutated tree (CPU only) in $build"
+echo "mutants: building the unmutated tree ($kind) in $build"
 t0=$SECONDS
 build_tests "$logs/baseline-build.log" || fail "the unmutated tree does not build; see $logs/baseline-build.log"
-echo "mutants: built in $((SECONDS - t0)) s; running the unmutated CPU suites"
+echo "mutants: built in $((SECONDS - t0)) s; running the unmutated $kind suites"
 t0=$SECONDS
-run_tests "$logs/baseline-tests.log" || fail "the unmutated CPU suites fail, so no mutant can count as caught; see $logs/baseline-tests.log"
+if [ "$gpu" = 1 ]; then  # each hint once (the whole one-GPU suites take minutes)
+  declare -A hint_seen=()
+  for i in "${selected[@]}"; do
+    [ -n "${hint_seen[${hints[$i]}]:-}" ] && continue
+    hint_seen[${hints[$i]}]=1
+    read -r -a hint <<<"${hints[$i]}"
+    run_tests "$logs/baseline-tests.log" "${hint[@]}" ||
+      fail "the unmutated suites fail under the hint ${hints[$i]}, so no mutant can count as caught; see $logs/baseline-tests.log"
+  done
+else
+  run_tests "$logs/baseline-tests.log" || fail "the unmutated CPU suites fail, so no mutant can count as caught; see $logs/baseline-tests.log"
+fi
 echo "mutants: the unmutated suites pass ($((SECONDS - t0)) s)"
 
 current="" original="$scratch/original"
@@ -125,9 +158,15 @@ restore() {
 trap 'restore' EXIT
 trap 'restore; exit 130' INT TERM
 
-table=() survived=0
+table=() survived=0 unrun=0
 for i in "${selected[@]}"; do
   name=${names[$i]} file=${where[$i]}
+  if [ "$budget" -gt 0 ] && [ $((SECONDS - t_start)) -ge "$budget" ]; then
+    unrun=$((unrun + 1))
+    printf 'mutants: %2d/%d %-55s not run (the budget of %d s is spent)\n' "$((i + 1))" "${#names[@]}" "$name" "$budget"
+    table+=("| $((i + 1)) | $name | \`$file\` | not run (budget) | 0 |")
+    continue
+  fi
   log="$logs/mutant-$((i + 1))"
   t0=$SECONDS
   cp "$src/$file" "$original"
@@ -137,14 +176,14 @@ for i in "${selected[@]}"; do
   printf '%s' "${content/"${olds[$i]}"/"${news[$i]}"}" >"$src/$file"
   cmp -s "$original" "$src/$file" && fail "mutant '$name' did not change $file"
   build_tests "$log.build.log" || fail "mutant '$name' does not compile (an error of this list, not a catch); see $log.build.log"
-  grep -q "no work to do" "$log.build.log" && fail "mutant '$name' changes $file, which the CPU test build does not compile"
+  grep -q "no work to do" "$log.build.log" && fail "mutant '$name' changes $file, which the $kind test build does not compile"
   read -r -a hint <<<"${hints[$i]}"
   verdict=""
   run_tests "$log.hint.log" "${hint[@]}"
   rc=$?
   grep -qE 'test cases: +0 \|' "$log.hint.log" && fail "mutant '$name': its hint ${hints[$i]} selects no test case"
   if [ $rc = 0 ]; then
-    run_tests "$log.all.log"
+    run_tests "$log.all.log" "${all_suites[@]}"
     rc=$?
     tests_log="$log.all.log"
     [ $rc = 0 ] || verdict=" (not by its hint)"
@@ -173,5 +212,6 @@ echo "| # | mutant | file | caught by | s |"
 echo "| --- | --- | --- | --- | --- |"
 printf '%s\n' "${table[@]}"
 echo
-echo "mutants: ${#selected[@]} run, $((${#selected[@]} - survived)) caught, $survived survived; $((SECONDS - t_start)) s in all"
+echo "mutants: $((${#selected[@]} - unrun)) run, $((${#selected[@]} - unrun - survived)) caught, $survived survived, $unrun not run; $((SECONDS - t_start)) s in all"
 [ "$survived" = 0 ] || exit 1
+[ "$unrun" = 0 ] || exit 3
