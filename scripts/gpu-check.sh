@@ -32,7 +32,7 @@
 # cuBLAS's own kernels may draw reports),
 # sanitize-ops (the op-level kernels the other steps miss, under all four tools),
 # mutants-gpu (scripts/mutants.sh --gpu: the CUDA kernels' mutants against the one-GPU suites, in its own
-# scratch build under build-mutants/; MUTANTS_WORDS="WORD ..." selects by name, MUTANTS_BUDGET_S (default 440)
+# scratch build under $TMPDIR/dflash-mutants-gpu; MUTANTS_WORDS="WORD ..." selects by name, MUTANTS_BUDGET_S (default 440)
 # stops starting new ones; a mutant cut by the budget fails the step, exit 3),
 # racecheck-probe (scripts/probes/: which feature of the CE row kernel racecheck could not handle),
 # inventory-all, inventory-tools, sanitizer-coverage (the kernels the one-GPU suites launch, those each tool's
@@ -317,7 +317,7 @@ for s in "${steps[@]}"; do
       # memcheck and synccheck, on their GPU cases
       step sanitize-ce-memcheck san memcheck 200 'gpu-ops' --test-case='ce rows*,*linear_cross_entropy*'
       step sanitize-ce-synccheck san synccheck 200 'gpu-ops' --test-case='ce rows*' ;;
-    mutants-gpu) step mutants-gpu env DFLASH_MUTANTS_DIR="$PWD/build-mutants" DFLASH_MUTANTS_TIMEOUT=200 \
+    mutants-gpu) step mutants-gpu env DFLASH_MUTANTS_DIR="${TMPDIR:-/tmp}/dflash-mutants-gpu" DFLASH_MUTANTS_TIMEOUT=200 \
       DFLASH_MUTANTS_BUDGET_S="${MUTANTS_BUDGET_S:-440}" bash scripts/mutants.sh --gpu ${MUTANTS_WORDS:-} ;;
     inventory-all)  # the kernels the one-GPU suites launch (DFLASH_KERNEL_INVENTORY), in $out/inventory/all
       # (the suites' own verdict counts too: a failing case fails the step)
