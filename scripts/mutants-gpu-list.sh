@@ -62,13 +62,13 @@ mutant "GPU embedding backward: a block also takes the next block's first row" "
 mutant "GPU cross-entropy: a running sum rescaled by exp(M - m)" "-ts=gpu-ops -tc=linear_cross_entropy*" \
   'return m == M ? s : s * expf(m - M); }' \
   'return m == M ? s : s * expf(M - m); }'
-mutant "GPU cross-entropy: a NaN first logit no longer gives argmax 0" "-ts=gpu-ops -tc=linear_cross_entropy*" \
+mutant "GPU cross-entropy: a NaN first logit no longer gives argmax 0" "-ts=gpu-ops -tc=*NaN*" \
   'if (isnan(to_float(x[0])) || st.best == V) st.best = 0;' \
   'if (st.best == V) st.best = 0;'
 mutant "GPU sum: the scale (mean's 1/n) dropped" "-ts=gpu-ops -tc=sum*" \
   'if (threadIdx.x == 0) store(out, bf16, 0, float(s) * scale);' \
   'if (threadIdx.x == 0) store(out, bf16, 0, float(s));'
-mutant "GPU weighted accuracy: hits over every slot, not the weights' total" "-ts=gpu-ops,gpu-misc" \
+mutant "GPU weighted accuracy: hits over every slot, not the weights' total" "-ts=gpu-misc -tc=normalize_weights*" \
   'if (threadIdx.x == 0) out[0] = float(hits / (total + eps));' \
   'if (threadIdx.x == 0) out[0] = float(hits / (double(n) + eps));'
 mutant "GPU cast: f32 -> bf16 truncated, not rounded" "-ts=gpu-misc -tc=cast*" \
@@ -105,3 +105,10 @@ mutant "GPU speculative accept: the block's last token left out of the result" "
 mutant "GPU mul backward: da takes dy * a, not dy * b" "-ts=gpu-ops -tc=add*" \
   'if (da) accumulate_at(da, da_bf16, i, d * load(b, ab_bf16, i));' \
   'if (da) accumulate_at(da, da_bf16, i, d * load(a, ab_bf16, i));'
+# --- Added with the tests the first run's survivors asked for ---
+mutant "GPU cross-entropy (rows read once): a NaN first logit no longer gives argmax 0" "-ts=gpu-ops -tc=*NaN*" \
+  'argmax[r] = int32_t(p0->first_is_nan || t.best == V ? 0 : t.best);' \
+  'argmax[r] = int32_t(t.best == V ? 0 : t.best);'
+mutant "GPU normalize_weights: divided by the count, not the sum" "-ts=gpu-misc -tc=normalize_weights*" \
+  'float denom = float(block_sum(s)) + eps;' \
+  'float denom = float(n) + eps;'

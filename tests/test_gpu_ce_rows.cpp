@@ -1,13 +1,15 @@
 // linear_cross_entropy's training rows on CUDA read once (ce_rows_slice_kernel: a cluster of C CTAs
 // keeps each row in shared memory) at every cluster size the slice budget picks, 1 to 8: against the
 // CPU, against the kernel that reads the rows twice, bit for bit run to run, and on exact ties and
-// bad labels across the CTAs of a cluster. Suite "gpu-ops" (needs a GPU and fails without one); the
+// bad labels across the CTAs of a cluster; NaN logits on every row kernel against the CPU's scan. Suite "gpu-ops" (needs a GPU and fails without one); the
 // cluster size's choice, host logic, in suite "ce-rows-cluster".
 #ifdef DFLASH_CUDA
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "tests/gpu_op_harness.h"
 
@@ -127,6 +129,76 @@ TEST_SUITE("gpu-ops") {
           if (r == 3) CHECK(g.grads[0][size_t(r * H + k)] == 0.0f);
         }
       }
+    }
+  }
+
+  TEST_CASE("ce rows with NaN logits: the CPU's argmax (0 when column 0 is NaN; NaN never a maximum), NaN lse and ce") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    struct Kernel {
+      DType dt;
+      int64_t V;
+      const char* budget;
+      int clusters;  // 0: the kernel that reads each row twice
+    };
+    // f32 in packs of 4 and one logit at a time (V odd); bf16 in packs of 8 and one at a time; bf16
+    // read once by 8 CTAs a row (40 logits each).
+    for (const Kernel k : {Kernel{DType::f32, 320, "0", 0}, Kernel{DType::f32, 321, "0", 0},
+                           Kernel{DType::bf16, 320, "0", 0}, Kernel{DType::bf16, 321, "0", 0},
+                           Kernel{DType::bf16, 320, "80", 8}}) {
+      INFO(dtype_name(k.dt) << ", V " << k.V << ", " << k.clusters << " CTAs a row");
+      ScopedEnv env(kBudget, k.budget);
+      const int64_t R = 7, V = k.V;
+      // Integers in [-11, 11] (exact in bf16); the maximum 11 recurs along every row (ties).
+      std::vector<float> x(size_t(R * V));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t v = 0; v < V; ++v) x[size_t(r * V + v)] = float((v * 7 + r * 5) % 23) - 11.0f;
+      auto at = [&](int64_t r, int64_t v) -> float& { return x[size_t(r * V + v)]; };
+      auto first_max = [&](int64_t r) {
+        for (int64_t v = 0;; ++v)
+          if (!std::isnan(at(r, v)) && at(r, v) == 11.0f) return int32_t(v);
+      };
+      // Row 0: column 0 NaN (argmax 0 though 11 comes later); 1: NaN just before the first maximum;
+      // 2: NaN just after it; 3: NaN in the last column; 4: -inf in column 0, NaN in 1; 5: every
+      // logit NaN (argmax 0); 6: no NaN.
+      REQUIRE(first_max(1) > 0);
+      at(0, 0) = nan;
+      at(1, first_max(1) - 1) = nan;
+      at(2, first_max(2) + 1) = nan;
+      at(3, V - 1) = nan;
+      at(4, 0) = -inf;
+      at(4, 1) = nan;
+      for (int64_t v = 0; v < V; ++v) at(5, v) = nan;
+      const std::vector<int32_t> want = {0, first_max(1), first_max(2), first_max(3), first_max(4), 0, first_max(6)};
+      REQUIRE(want[4] > 1);
+      const std::vector<int32_t> labels(size_t(R), 1);
+      const std::vector<float> weights(size_t(R), 1.0f), xs = round_to(k.dt, x);
+      const Tensor logits = make_float({R, V}, xs, k.dt), dlogits = make_float({R, V}, std::vector<float>(x.size()), k.dt);
+      const Tensor tl = Tensor::from_ints({R}, labels), tw = Tensor::from_floats({R}, weights);
+      Tensor lse = Tensor::zeros({R}, DType::f32), ce = Tensor::zeros({R}, DType::f32),
+             argmax = Tensor::zeros({R}, DType::i32);
+      const bool bf16 = k.dt == DType::bf16;
+      REQUIRE(kernels::cuda::ce_rows_cluster(logits.raw(), dlogits.raw(), bf16, V) == k.clusters);
+      kernels::cuda::ce_rows_forward(logits.raw(), bf16, tl.data<int32_t>(), tw.data<float>(), R, V, lse.data<float>(),
+                                     ce.data<float>(), argmax.data<int32_t>(), dlogits.raw(), ctx.cuda_stream());
+      const size_t rows = static_cast<size_t>(R);
+      std::vector<float> cpu_lse(rows), cpu_ce(rows);
+      std::vector<int32_t> cpu_argmax(rows);
+      float cpu_loss = 0.0f;
+      kernels::cpu::ce_chunk_forward(xs.data(), labels.data(), weights.data(), R, V, cpu_lse.data(), cpu_ce.data(),
+                                     cpu_argmax.data(), &cpu_loss);
+      CHECK(cpu_argmax == want);
+      CHECK(argmax.to_ints() == want);
+      const std::vector<float> g_lse = lse.to_floats(), g_ce = ce.to_floats();
+      for (int64_t r = 0; r < R; ++r) {
+        INFO("row " << r);
+        CHECK(std::isnan(g_lse[size_t(r)]) == (r != 6));
+        CHECK(std::isnan(g_ce[size_t(r)]) == (r != 6));
+      }
+      CHECK(g_lse[6] == doctest::Approx(cpu_lse[6]).epsilon(1e-6));
+      CHECK(g_ce[6] == doctest::Approx(cpu_ce[6]).epsilon(1e-6));
     }
   }
 }

@@ -1,5 +1,6 @@
 // CUDA causal attention (dflash's kernel), dflash_prepare / dflash_metrics and cast against their CPU
-// definitions: attention within tolerance (every kernel path), prepare and metrics and cast bit for bit,
+// definitions, normalize_weights / weighted_accuracy against their documented sums: attention within
+// tolerance (every kernel path), prepare and metrics and cast bit for bit,
 // determinism, a recorded attention program replaying like eager, and the CUDA-only refusals.
 // Suite "gpu-misc": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
@@ -7,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "graphs/program.h"
 #include "model/dflash_ops.h"
@@ -398,6 +400,37 @@ TEST_SUITE("gpu-misc") {
     CHECK(y.dtype() == DType::f32);
     run_backward({y}, {Tensor::from_floats({n}, dyv)});
     CHECK(bitwise_equal(xb.grad().to_floats(), dy_rounded));
+  }
+
+  TEST_CASE("normalize_weights and weighted_accuracy on CUDA: w / (sum w + eps); hits where w > 0.5 over sum w + eps") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    const float eps = 1e-6f;
+    for (const int64_t n : {1, 5, 1000, 4099}) {  // one thread's share to many rounds of the block's stride
+      INFO("n " << n);
+      const size_t count = static_cast<size_t>(n);
+      std::mt19937_64 rng(count);
+      std::vector<float> w(count);
+      std::vector<int32_t> argmax(count), labels(count);
+      double total = 0, hits = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        const uint64_t kind = rng() % 4;  // weight 0, 0.25 (in the total, never a hit), or 1
+        w[i] = kind == 0 ? 0.0f : kind == 1 ? 0.25f : 1.0f;
+        labels[i] = int32_t(rng() % 5);
+        argmax[i] = rng() % 2 ? labels[i] : (labels[i] + 1) % 5;
+        total += w[i];
+        if (w[i] > 0.5f && argmax[i] == labels[i]) hits += 1;
+      }
+      const Tensor tw = Tensor::from_floats({n}, w);
+      const float accuracy = ops::weighted_accuracy(Tensor::from_ints({n}, argmax), Tensor::from_ints({n}, labels), tw).item();
+      CHECK(accuracy == doctest::Approx(hits / (total + eps)).epsilon(1e-6));
+      const std::vector<float> normalized = ops::normalize_weights(tw).to_floats();
+      double worst = 0;
+      for (size_t i = 0; i < w.size(); ++i)
+        worst = std::max(worst, std::abs(double(normalized[i]) - double(w[i]) / (total + eps)));
+      CHECK(worst <= 1e-6 / (total + eps));
+    }
   }
 }
 
