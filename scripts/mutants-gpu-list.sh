@@ -93,13 +93,13 @@ mutant "GPU attention: dq not scaled by the softmax scale" "-ts=gpu-attention -t
 mutant "GPU causal attention: the diagonal key masked" "-ts=gpu-misc -tc=causal_attention*" \
   'if (masked && j0 + nt * 8 + 2 * t + e > i) x = -INFINITY;' \
   'if (masked && j0 + nt * 8 + 2 * t + e >= i) x = -INFINITY;'
-mutant "GPU cached attention: a row sees one key past its last" "-ts=gpu-spec" \
+mutant "GPU cached attention: a row sees one key past its last" "-ts=gpu-spec -tc=*decode?ops*" \
   's = (key < k1 && key <= last[rr]) ? s * G.scale : -INFINITY;' \
   's = (key < k1 && key <= last[rr] + 1) ? s * G.scale : -INFINITY;'
-mutant "GPU argmax: the margin's runner-up may be the maximum itself" "-ts=gpu-spec" \
+mutant "GPU argmax: the margin's runner-up may be the maximum itself" "-ts=gpu-spec -tc=*decode?ops*" \
   'if (j != best_i) second = fmaxf(second, load(x, bf16, row * V + j));' \
   'second = fmaxf(second, load(x, bf16, row * V + j));'
-mutant "GPU speculative accept: the block's last token left out of the result" "-ts=gpu-spec" \
+mutant "GPU speculative accept: the block's last token left out of the result" "-ts=gpu-spec -tc=*control?ops*" \
   'for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];' \
   'for (int64_t k = 0; k + 1 < bs; ++k) result[kHeader + k] = block[k];'
 mutant "GPU mul backward: da takes dy * a, not dy * b" "-ts=gpu-ops -tc=add*" \

@@ -4,7 +4,9 @@
 // number of golden (CPU) tokens it reproduces; a random target at Qwen3-8B dims with the qwen3-8b
 // drafter (block 16) decoding losslessly; and the decode ops and the round's control ops against the CPU's.
 #ifdef DFLASH_CUDA
+#include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include "model/spec_ops.h"
 #include "runtime/decode_ops.h"
@@ -132,6 +134,15 @@ TEST_SUITE("gpu-spec") {
       std::vector<float> q = random_floats(size_t(n * nh * hd), 1), k = random_floats(size_t(C * nkv * hd), 2),
                          v = random_floats(size_t(C * nkv * hd), 3), x = random_floats(size_t(3 * 1000), 4);
       x[1000 + 17] = 9.0f;  // a clear maximum in row 1
+      x[2000 + 5] = x[2000 + 600] = 8.0f;  // a repeated maximum in row 2: the first, margin 0
+      float runner_up = -INFINITY;  // row 1's largest other entry
+      for (int64_t j = 0; j < 1000; ++j)
+        if (j != 17) runner_up = std::max(runner_up, x[size_t(1000 + j)]);
+      struct Out {
+        std::vector<float> attention;
+        std::vector<int32_t> index;
+        std::vector<float> margin, top;
+      };
       auto run = [&](Context& c, DType dt, int32_t pos) {
         ContextScope s(c);
         Tensor p = Tensor::from_ints({1}, {pos});
@@ -139,17 +150,23 @@ TEST_SUITE("gpu-spec") {
                                          make_float({C, nkv, hd}, v, dt), p, 0.25f);
         ops::ArgmaxRows am = ops::argmax_rows(make_float({3, 1000}, x, DType::f32));
         c.synchronize();
-        return std::make_pair(a.to_floats(), am.index.to_ints());
+        return Out{a.to_floats(), am.index.to_ints(), am.margin.to_floats(), am.top.to_floats()};
       };
       for (int32_t pos : {0, 37, 500, 698}) {
         CAPTURE(pos);
         auto cpu = run(b.cpu, DType::f32, pos);
         auto f32 = run(b.gpu, DType::f32, pos);
         auto bf = run(b.gpu, DType::bf16, pos);
-        CHECK(rel_err(f32.first, cpu.first) <= 1e-5);
-        CHECK(rel_err(bf.first, cpu.first) <= 2e-2);
-        CHECK(f32.second == cpu.second);
-        CHECK(f32.second[1] == 17);
+        CHECK(rel_err(f32.attention, cpu.attention) <= 1e-5);
+        CHECK(rel_err(bf.attention, cpu.attention) <= 2e-2);
+        CHECK(f32.index == cpu.index);
+        CHECK(f32.index[1] == 17);
+        CHECK(f32.index[2] == 5);
+        CHECK(bitwise_equal(f32.margin, cpu.margin));  // one f32 subtraction of the same two entries
+        CHECK(bitwise_equal(f32.top, cpu.top));
+        CHECK(f32.margin[1] == 9.0f - runner_up);
+        CHECK(f32.top[1] == 9.0f);
+        CHECK(f32.margin[2] == 0.0f);
       }
     }
   }
