@@ -7,6 +7,9 @@
 // unaligned (scalar) path equal to the vector path bit for bit. GEMM: M, N, K not multiples of any
 // tile, every transpose pair, bf16 (and f32) inputs into f32 and bf16 outputs with beta = 1 over a
 // filled C, against a double reference from the same rounded inputs (tight enough to catch TF32).
+// The update over ranks (optimizer_slices.cu: per-slice sums, the norm in rank order, AdamW on a
+// span) on one GPU, W slices of one buffer as the unsharded multi-GPU update runs them, against the
+// CPU branch of that update kernel for kernel: the same bounds and edges.
 // Suite "gpu-optimizer": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <algorithm>
@@ -16,8 +19,10 @@
 #include <memory>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/optimizer_slices.h"
 #include "graphs/program.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/optimizer_slices.h"
 #include "runtime/cuda/gemm_tuner.h"
 #include "tests/gpu_test_util.h"
 #include "tests/test_util.h"
@@ -197,6 +202,74 @@ TEST_SUITE("gpu-optimizer") {
         CHECK(scalar.stats[0] == doctest::Approx(gpu.stats[0]).epsilon(1e-6));
       }
     }
+  }
+
+  TEST_CASE("the update over ranks' CUDA kernels (1 and 3 slices) equal its CPU branch (2 ulp), schedule and clip edges") {
+    REQUIRE_GPU();
+    Context ctx{Device::cuda(0)};
+    ContextScope scope(ctx);
+    const int64_t n = 3 * 1048576 + 12345;
+    const kernels::cpu::AdamW h{0.9f, 0.95f, 1e-8f, 0.01f};
+    const float peak = 1e-3f, min_lr = 1e-4f;
+    const std::vector<OptCase> cases = {
+        {"first step, clipping binds", 0, 10, 100, 0.5f, 0.5f},
+        {"end of warmup, clipping off", 10, 10, 100, 0.0f, 0.5f},
+        {"last step, clipping does not bind", 99, 10, 100, 1e6f, 0.5f},
+        {"constant lr, later step", 41, 0, 0, 0.5f, 0.5f},
+    };
+    for (const int W : {1, 3})
+      for (const OptCase& c : cases) {
+        INFO(W << " slices, case: " << c.name);
+        // Slices as runtime/optimizer_distributed.cpp cuts a store not laid out for W ranks.
+        const int64_t s = ((n + W - 1) / W + 15) / 16 * 16;
+        auto begin_of = [&](int q) { return std::min(n, int64_t(q) * s); };
+        auto len_of = [&](int q) { return std::min(n, int64_t(q + 1) * s) - begin_of(q); };
+        const OptState start = make_state(n, c.step, uint64_t(c.step) + 11);
+        OptState cpu = start;
+        std::vector<double> sums(static_cast<size_t>(W));
+        float norm = 0, lr = 0;
+        kernels::cpu::scale_inplace(cpu.g.data(), n, c.grad_scale);
+        for (int q = 0; q < W; ++q) kernels::cpu::sum_squares(cpu.g.data() + begin_of(q), len_of(q), &sums[size_t(q)]);
+        kernels::cpu::norm_from_slice_sums(sums.data(), W, &norm);
+        kernels::cpu::clip_by_norm(cpu.g.data(), n, &norm, c.max_norm);
+        kernels::cpu::lr_schedule(&cpu.step, kernels::cpu::LrSchedule{peak, min_lr, c.warmup, c.total}, &lr);
+        kernels::cpu::adamw(cpu.p.data(), cpu.g.data(), cpu.m.data(), cpu.v.data(), n, &cpu.step, &lr, h);
+        kernels::cpu::increment_step(&cpu.step);
+        if (c.max_norm == 0.5f) REQUIRE(norm > 0.5f);  // clipping binds
+        if (c.max_norm == 1e6f) REQUIRE(norm < 1e6f);  // it does not
+
+        Tensor p = Tensor::from_floats({n}, start.p), g = Tensor::from_floats({n}, start.g);
+        Tensor m = Tensor::from_floats({n}, start.m), v = Tensor::from_floats({n}, start.v);
+        Tensor bf = Tensor::zeros({n}, DType::bf16), step = Tensor::from_ints({1}, {start.step});
+        Tensor tlr = Tensor::persistent({1}, DType::f32), tnorm = Tensor::persistent({1}, DType::f32);
+        Tensor partials = Tensor::persistent({1024}, DType::f32), stats = Tensor::persistent({2}, DType::f32);
+        Tensor slice_sums = Tensor::persistent({8 * int64_t(W)}, DType::u8);
+        double* ds = static_cast<double*>(slice_sums.raw());
+        void* st = ctx.cuda_stream();
+        for (int q = 0; q < W; ++q)
+          kernels::cuda::scale_and_sum_squares(g.data<float>() + begin_of(q), len_of(q), c.grad_scale,
+                                               partials.data<float>(), ds + q, st);
+        kernels::cuda::norm_and_lr(ds, W, tnorm.data<float>(), step.data<int32_t>(), tlr.data<float>(), peak, min_lr,
+                                   c.warmup, c.total, st);
+        kernels::cuda::SliceAdamW a{p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), bf.raw(), n,
+                                    step.data<int32_t>(), tlr.data<float>(), tnorm.data<float>(), c.max_norm,
+                                    h.beta1, h.beta2, h.eps, h.weight_decay};
+        kernels::cuda::adamw_slice(a, st);
+        kernels::cuda::finish_update(step.data<int32_t>(), tnorm.data<float>(), tlr.data<float>(), stats.data<float>(), st);
+        ctx.synchronize();
+        const std::vector<float> gs = stats.to_floats(), gp = p.to_floats();
+        CHECK(gs[0] == norm);  // exact sums (make_state): the same norm, hence the same clip factor
+        CHECK(gs[1] == doctest::Approx(lr).epsilon(1e-6));
+        CHECK(step.to_ints()[0] == start.step + 1);
+        CHECK(max_ulps(m.to_floats(), cpu.m) <= 2);
+        CHECK(max_ulps(v.to_floats(), cpu.v) <= 2);
+        CHECK(max_ulps(gp, cpu.p) <= 2);
+        std::vector<uint16_t> bits(static_cast<size_t>(n));
+        bf.copy_to_host(bits.data(), bits.size() * 2);
+        bool bf_exact = true;
+        for (size_t i = 0; i < gp.size(); ++i) bf_exact = bf_exact && bits[i] == f32_to_bf16(gp[i]);
+        CHECK(bf_exact);
+      }
   }
 
   TEST_CASE("GEMM: cuBLAS equals a double reference, odd sizes, every transpose, f32 and bf16 outputs, beta 1; "
