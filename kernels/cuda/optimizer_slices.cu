@@ -1,5 +1,6 @@
-// The update over ranks on the GPU; see optimizer_slices.h. The block layout of the squared sum
-// and the per-element AdamW math are those of optimizer.cu, so one slice == the whole buffer.
+// The update over ranks on the GPU; see optimizer_slices.h. Both multi-rank modes (sharded or not)
+// run these kernels over the same slices, so they agree bit for bit; the one-GPU update
+// (optimizer.cu) sums the squares in another order, so a world of 1 agrees with them within rounding.
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/common.cuh"

@@ -7,7 +7,7 @@
 namespace dflash::kernels::cuda {
 
 // g[0, n) *= scale; out[0] = sum of g^2 (1024 block partials in f32, then summed in double in a
-// fixed tree), the same order as optimizer_update's norm over a whole buffer.
+// fixed tree): an order that depends only on n.
 void scale_and_sum_squares(float* g, int64_t n, float scale, float* block_partials, double* out, void* stream);
 
 // norm = sqrt(sums[0] + ... + sums[count-1]); lr from the step counter (warmup, then cosine).
