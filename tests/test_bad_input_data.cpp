@@ -94,6 +94,28 @@ TEST_SUITE("bad-input-data") {
     CHECK(!mask_token_warning(screen_dataset(data, buckets, OverflowPolicy::skip, kBlock, 62), 62, "x"));
   }
 
+  TEST_CASE("screening at the edges: a block-size sequence is not shorter than the block; the first mask sequence is the first") {
+    const std::vector<Bucket> buckets = {{16, 2, 2}};
+    const std::vector<Sequence> seqs = {
+        seq({1, 2, 3, 4}, {0, 1, 1, 1}),           // exactly the block size, loss only past p = 0: no anchor
+        seq({1, 63, 3, 4, 5}, {1, 1, 1, 1, 1}),    // the mask token first here
+        seq({63, 2, 3, 4, 63}, {1, 1, 1, 1, 1}),   // and twice here
+        seq({1, 2, 3}, {1, 1, 1}),                 // shorter than the block size
+    };
+    MemoryDataset data(seqs, 64, "mem");
+    const DataScreen s = screen_dataset(data, buckets, OverflowPolicy::truncate, kBlock, 63);
+    CHECK(s.no_anchor == std::vector<uint8_t>{1, 0, 0, 1});
+    CHECK(s.no_anchor_count == 2);
+    CHECK(s.shorter_than_block == 1);
+    CHECK(no_anchor_summary(s, kBlock) == "without a valid anchor: 2 skipped (1 shorter than the block size 4)");
+    CHECK(s.mask_token_count == 3);
+    CHECK(s.mask_token_sequences == 2);
+    CHECK(s.first_mask_sequence == 1);
+    const std::optional<std::string> w = mask_token_warning(s, 63, "eval data 'mem'");
+    REQUIRE(w);
+    CHECK(w->find("occurs 3 times in 2 sequences of the eval data 'mem' (first in sequence 1)") != std::string::npos);
+  }
+
   TEST_CASE("the planner never emits a sequence flagged without anchor, and refuses when nothing is left") {
     const std::vector<Bucket> buckets = {{16, 2, 2}, {32, 4, 3}};
     const std::vector<int64_t> lengths = {10, 12, 20, 30, 8, 16, 40};

@@ -76,6 +76,40 @@ TEST_SUITE("bad-input-memory") {
     CHECK(*persistent_need(w).parts.back().bytes == uint64_t(10000000) * 2256);
   }
 
+  TEST_CASE("the estimate holds an untied lm_head and the Adam moments, and a need equal to what is available fits") {
+    setup_job(small_job("mem-parts"), [](const std::string&) {});  // writes the fixture's target when this runs first
+    WorkerShape w;
+    w.target = read_target_spec(trainer_root() / "target");
+    w.drafter = drafter_spec_for(small_job("mem-parts"), w.target);
+    w.buckets = {{16, 2, 3}};
+    const uint64_t V = uint64_t(w.target.vocab_size), H = uint64_t(w.target.hidden_size);
+    uint64_t params = 0;
+    for (const ParamSpec& p : drafter_param_specs(w.drafter)) params += uint64_t(p.shape.numel());
+    auto part = [&](const WorkerShape& x, size_t i) {
+      const PersistentNeed need = persistent_need(x);
+      REQUIRE(need.parts.size() > i);
+      REQUIRE(need.parts[i].bytes.has_value());
+      return *need.parts[i].bytes;
+    };
+    for (const bool cuda : {false, true}) {
+      CAPTURE(cuda);
+      w.cuda = cuda;
+      const uint64_t elem = cuda ? 2 : 4;  // the target's weights: bf16 on a GPU, f32 on the CPU
+      WorkerShape tied = w, untied = w;
+      tied.target.tie_word_embeddings = true;
+      untied.target.tie_word_embeddings = false;
+      CHECK(part(untied, 0) - part(tied, 0) == V * H * elem);  // the lm_head's own [V, H]
+      WorkerShape eval = w;
+      eval.train = false;
+      CHECK(part(w, 1) - part(eval, 1) == params * 8);  // Adam's m and v, f32
+    }
+    w.cuda = false;
+    const uint64_t total = *persistent_need(w).total;
+    CHECK_NOTHROW(check_persistent_fit(w, total, "cpu:0", "a test's figure"));
+    CHECK_THROWS_WITH_AS(check_persistent_fit(w, total - 1, "cpu:0", "a test's figure"),
+                         doctest::Contains("the bucket set does not fit on cpu:0"), Error);
+  }
+
   TEST_CASE("the estimate is a lower bound of the persistent bytes a replica really allocates") {
     for (const bool online : {true, false}) {
       Config cfg = small_job("mem-bound");

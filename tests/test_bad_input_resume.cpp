@@ -13,6 +13,7 @@
 #include "tests/capture_output.h"
 #include "tests/checkpoint_io_util.h"
 #include "tests/trainer_fixture.h"
+#include "train/run_identity.h"
 #include "train/sharded_checkpoint.h"
 #include "train/trainer.h"
 
@@ -140,6 +141,46 @@ TEST_SUITE("bad-input-resume") {
     const std::string wider = error_of_training(small_job("ident-target", {"training.steps=4", "target.path=" + wide.string()}, 4));
     CHECK(wider.find("target.hidden_size = 32 in the checkpoint, 48 now") != std::string::npos);
     CHECK(wider.find("drafter.hidden_size = 32 in the checkpoint, 48 now") != std::string::npos);
+  }
+
+  TEST_CASE("the identity tells apart targets that differ only in the embedding or a llama3 rope factor") {
+    TempDir dir("ident-unit");
+    const DrafterSpec d = small_spec();
+    TargetSpec t;
+    t.architecture = TargetArch::llama;
+    t.hidden_size = 8, t.intermediate_size = 16, t.num_hidden_layers = 4, t.num_attention_heads = 2;
+    t.num_key_value_heads = 1, t.head_dim = 4, t.vocab_size = 32, t.rope_theta = 5e5;
+    t.rope_type = RopeType::llama3;
+    t.rope_factor = 8, t.rope_low_freq_factor = 1, t.rope_high_freq_factor = 4;
+    t.rope_original_max_position_embeddings = 8192;
+    const TargetChecksums sums{"11111111", "22222222"};
+    json state;
+    state[kIdentityKey] = json::parse(run_identity(d, t, sums).dump());
+    write_raw(dir / "state.json", state.dump());
+    auto refusal = [&](const TargetSpec& now, const TargetChecksums& now_sums) {
+      return error_of([&] { check_resume_identity(dir.path, json::parse(run_identity(d, now, now_sums).dump()),
+                                              [](const std::string&) {}); });
+    };
+    CHECK(refusal(t, sums).empty());
+    // A fine-tune of the embedding alone (an untied target's lm_head unchanged).
+    const std::string embed = refusal(t, {"33333333", "22222222"});
+    CHECK(embed.find("(1 difference): target.embed_tokens.crc32 = \"11111111\" in the checkpoint, \"33333333\" now") !=
+          std::string::npos);
+    // Each llama3 factor changes every position's rope: another target.
+    const std::vector<std::pair<std::function<void(TargetSpec&)>, std::string>> rope = {
+        {[](TargetSpec& x) { x.rope_factor = 16; }, "target.rope_factor = 8.0 in the checkpoint, 16.0 now"},
+        {[](TargetSpec& x) { x.rope_low_freq_factor = 2; }, "target.rope_low_freq_factor = 1.0 in the checkpoint, 2.0 now"},
+        {[](TargetSpec& x) { x.rope_high_freq_factor = 3; }, "target.rope_high_freq_factor = 4.0 in the checkpoint, 3.0 now"},
+        {[](TargetSpec& x) { x.rope_original_max_position_embeddings = 4096; },
+         "target.rope_original_max_position_embeddings = 8192 in the checkpoint, 4096 now"},
+    };
+    for (const auto& [edit, text] : rope) {
+      TargetSpec other = t;
+      edit(other);
+      const std::string msg = refusal(other, sums);
+      INFO(msg);
+      CHECK(msg.find("(1 difference): " + text) != std::string::npos);
+    }
   }
 
   TEST_CASE("a checkpoint saved without an identity is checked on its drafter config, with a warning") {

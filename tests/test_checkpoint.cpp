@@ -101,6 +101,24 @@ TEST_SUITE("checkpoint") {
     // And against finite differences.
     check_gradients(checkpointed, {x, w, v});
   }
+
+  TEST_CASE("a recomputation that takes fewer kept results than its first run put is refused as impure") {
+    CpuRuntime rt;
+    Tensor x = param({2, 3}, 1), w = param({4, 3}, 2);
+    auto segment = [&](const std::vector<Tensor>& in, CheckpointStash& stash) {
+      Tensor y = ops::linear(in[0], w);
+      if (!stash.replaying()) {
+        stash.put({y});
+        stash.put({y});
+      } else {
+        stash.take();
+      }
+      return std::vector<Tensor>{y};
+    };
+    std::vector<Tensor> o = checkpoint_with_stash("impure", segment, {x});
+    CHECK_THROWS_WITH_AS(backward(ops::sum(o[0])),
+                         doctest::Contains("checkpoint 'impure': the recomputation took 1 of the 2 kept results"), Error);
+  }
 }
 
 TEST_SUITE("checkpoint") {

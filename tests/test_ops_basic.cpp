@@ -74,4 +74,15 @@ TEST_SUITE("ops") {
     check_gradients([&] { return ops::add(ops::drop_group_heads(ops::scale(a, 2.0f), 3), ops::drop_group_heads(a, 3)); },
                     {a});
   }
+
+  TEST_CASE("sum and mean backward add to what a tensor's gradient already holds") {
+    CpuRuntime rt;
+    Tensor x = param({5}, 1);
+    // d/dx (sum x + mean x + sum x) = 1 + 1/5 + 1 for every element, whatever order the paths arrive in.
+    backward(ops::add(ops::add(ops::sum(x), ops::mean(x)), ops::sum(x)));
+    for (float g : x.grad().to_floats()) CHECK(g == doctest::Approx(2.2).epsilon(1e-6));
+    // A second backward adds to the leaf's gradient.
+    backward(ops::mean(x));
+    for (float g : x.grad().to_floats()) CHECK(g == doctest::Approx(2.4).epsilon(1e-6));
+  }
 }

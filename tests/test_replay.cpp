@@ -4,6 +4,7 @@
 #include <random>
 
 #include "graphs/program.h"
+#include "runtime/allocator.h"
 #include "runtime/placement.h"
 #include "tests/test_util.h"
 #include "train/toy_worker.h"
@@ -227,6 +228,26 @@ TEST_SUITE("seal") {
     });
     CHECK(q.arena_bytes == 4032 + 64);
     CHECK(q.live_bytes == q.arena_bytes);
+  }
+
+  TEST_CASE("the offset planner: the smallest hole that fits, and a freed top block lowers the top") {
+    OffsetPlanner p;
+    const size_t a = kAlignment;
+    CHECK(p.allocate(4 * a) == 0);
+    CHECK(p.allocate(1) == 4 * a);  // rounded up to one alignment unit
+    CHECK(p.allocate(2 * a) == 5 * a);
+    CHECK(p.allocate(a) == 7 * a);
+    CHECK(p.peak() == 8 * a);
+    p.release(0, 4 * a);
+    p.release(5 * a, 2 * a);  // holes: 4a at 0, 2a at 5a
+    CHECK(p.allocate(2 * a) == 5 * a);  // the 2a hole, though the 4a one comes first
+    CHECK(p.allocate(a) == 0);          // the one hole left, from its start
+    p.release(7 * a, a);                // the block at the top: nothing lies above 7a now
+    CHECK(p.allocate(a) == a);          // so the hole [a, 4a) is the only free block
+    CHECK(p.allocate(4 * a) == 7 * a);  // and what fits no hole goes on top, from 7a
+    CHECK(p.peak() == 11 * a);
+    CHECK(p.live_blocks() == 5);
+    CHECK(p.live_bytes() == 9 * a);
   }
 
   TEST_CASE("offline placement: blocks alive together never overlap, and interleaved lifetimes pack to the live bytes") {

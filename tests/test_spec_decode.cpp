@@ -5,6 +5,7 @@
 // against eager.
 #include <sstream>
 
+#include "model/spec_ops.h"
 #include "runtime/decode_ops.h"
 #include "runtime/safetensors.h"
 #include "tests/spec_test_util.h"
@@ -222,5 +223,69 @@ TEST_SUITE("spec") {
     keep(chunk({ids.begin() + 20, ids.begin() + 30}, 20, 10));
     CHECK(rel_err(got_f, want_f) <= 1e-5);
     CHECK(rel_err(got_l, want_l) <= 1e-5);
+  }
+}
+
+TEST_SUITE("spec") {
+  TEST_CASE("cached attention over several 64-key tiles equals a double-precision softmax, GQA and the cap at C") {
+    CpuRuntime rt;
+    const int64_t n = 3, nh = 4, nkv = 2, hd = 8, C = 200;
+    const int32_t base = 150;  // rows see 151, 152 and 153 keys: three tiles, the last one partial
+    const float scale = 0.35f;
+    std::vector<float> q = random_floats(size_t(n * nh * hd), 1), k = random_floats(size_t(C * nkv * hd), 2),
+                       v = random_floats(size_t(C * nkv * hd), 3);
+    // Later keys lean towards the queries, so each new tile raises the running max.
+    for (int64_t j = 0; j < C; ++j)
+      for (int64_t g = 0; g < nkv; ++g)
+        for (int64_t e = 0; e < hd; ++e) k[size_t((j * nkv + g) * hd + e)] += 4.0f * float(j) / float(C) * q[size_t(g * 2 * hd + e)];
+    for (const int32_t at : {base, int32_t(C - 2)}) {  // the second: rows past C - 1 see the whole cache
+      CAPTURE(at);
+      const std::vector<float> got =
+          ops::cached_attention(Tensor::from_floats({n, nh, hd}, q), Tensor::from_floats({C, nkv, hd}, k),
+                                Tensor::from_floats({C, nkv, hd}, v), Tensor::from_ints({1}, {at}), scale)
+              .to_floats();
+      std::vector<float> want(got.size());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < nh; ++h) {
+          const int64_t g = h / (nh / nkv), last = std::min<int64_t>(at + i, C - 1);
+          std::vector<double> s(size_t(last + 1));
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j <= last; ++j) {
+            double d = 0;
+            for (int64_t e = 0; e < hd; ++e) d += double(q[size_t((i * nh + h) * hd + e)]) * k[size_t((j * nkv + g) * hd + e)];
+            s[size_t(j)] = double(scale) * d;
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          for (double& x : s) sum += (x = std::exp(x - mx));
+          for (int64_t e = 0; e < hd; ++e) {
+            double o = 0;
+            for (int64_t j = 0; j <= last; ++j) o += s[size_t(j)] * v[size_t((j * nkv + g) * hd + e)];
+            want[size_t((i * nh + h) * hd + e)] = float(o / sum);
+          }
+        }
+      CHECK(rel_err(got, want) <= 1e-5);
+    }
+  }
+
+  TEST_CASE("argmax_rows: the first maximum, its value, and the margin to the largest other entry") {
+    CpuRuntime rt;
+    const ops::ArgmaxRows r = ops::argmax_rows(Tensor::from_floats({3, 4}, {1, 5, 2, 4.5f,    //
+                                                                            -3, -1, -2, -7,   //
+                                                                            2, 0, 2, 1}));
+    CHECK(r.index.to_ints() == std::vector<int32_t>{1, 1, 0});
+    CHECK(r.top.to_floats() == std::vector<float>{5, -1, 2});
+    CHECK(r.margin.to_floats() == std::vector<float>{0.5f, 1, 0});  // a repeated maximum: margin 0
+  }
+
+  TEST_CASE("spec_accept refuses a result without room for the round's header") {
+    CpuRuntime rt;
+    const int64_t bs = 4;
+    Tensor state = Tensor::zeros({spec::kSpecStateFields}, DType::i32), block = Tensor::zeros({bs}, DType::i32),
+           p = Tensor::zeros({bs}, DType::i32);
+    const std::string refusal = "spec_accept: result is i32[4] but must hold " +
+                                std::to_string(spec::kSpecRoundHeader + bs) + " i32";
+    CHECK_THROWS_WITH_AS(spec::accept(state, block, p, 0, Tensor::zeros({bs}, DType::i32)),
+                         doctest::Contains(refusal.c_str()), Error);
+    CHECK_NOTHROW(spec::accept(state, block, p, 0, Tensor::zeros({spec::kSpecRoundHeader + bs}, DType::i32)));
   }
 }

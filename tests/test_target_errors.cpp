@@ -95,6 +95,15 @@ TEST_SUITE("target") {
                                {"high_freq_factor", 1.0}, {"original_max_position_embeddings", 8192}};
         },
         {"key 'rope_scaling.high_freq_factor'", "needs high_freq_factor > low_freq_factor"});
+    // Equal factors leave no band to blend over (the blend divides by their difference).
+    broken(
+        [](json& j) {
+          j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 2.0},
+                               {"high_freq_factor", 2.0}, {"original_max_position_embeddings", 8192}};
+        },
+        {"key 'rope_scaling.high_freq_factor' is 2.000000, not above low_freq_factor 2.000000"});
+    broken([](json& j) { j["hidden_size"] = 0; }, {"key 'hidden_size' is 0, expected a positive integer"});
+    broken([](json& j) { j["head_dim"] = 15; }, {"key 'head_dim' is 15", "needs an even head_dim"});
     broken([](json& j) { j["num_key_value_heads"] = 3; }, {"key 'num_key_value_heads' is 3", "does not divide"});
     broken([](json& j) { j.erase("head_dim"); j["num_attention_heads"] = 5; }, {"key 'head_dim' is missing"});
     broken([](json& j) { j.erase("model_type"); j.erase("architectures"); }, {"key 'model_type' is missing"});
