@@ -579,3 +579,7 @@ mutant "reduce_scatter: every rank reduces the first slice" "-ts=ranks" \
 mutant "spec monitor: the decoders' capacity leaves out the new tokens" "-ts=spec" \
   'o.max_len = longest + max_new_;' \
   'o.max_len = longest;'
+# --- The checkpoint bug mutant 161's probing found (twenty-eighth session): fixed, and guarded ---
+mutant "checkpoint: an output that is an input's alias replaces that input's gradient buffer" "-ts=checkpoint" \
+  'if (again[i].impl_ptr() == a.impl_ptr()) {' \
+  'if (false) {'

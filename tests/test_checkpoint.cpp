@@ -102,6 +102,40 @@ TEST_SUITE("checkpoint") {
     check_gradients(checkpointed, {x, w, v});
   }
 
+  TEST_CASE("a segment that returns one of its inputs: every path's gradient still reaches that input") {
+    CpuRuntime rt;
+    Tensor x = param({3, 5}, 1), w = param({4, 5}, 2);
+    // The input passed through first or last, and the segment's input a leaf or an intermediate.
+    for (const bool through_first : {true, false})
+      for (const bool intermediate : {false, true}) {
+        INFO("passed through " << std::string(through_first ? "first" : "last") << ", input "
+                               << std::string(intermediate ? "an intermediate" : "a leaf"));
+        auto segment = [&](const std::vector<Tensor>& in) {
+          Tensor y = ops::linear(in[0], w);
+          return through_first ? std::vector<Tensor>{in[0], y} : std::vector<Tensor>{y, in[0]};
+        };
+        // loss = sum(t * t) + sum(y) over the passed-through t and the linear y.
+        auto loss_of = [&](bool with_checkpoint) {
+          return [&, with_checkpoint] {
+            Tensor in = intermediate ? ops::scale(x, 2.0f) : x;
+            std::vector<Tensor> o = with_checkpoint ? checkpoint("through", segment, {in}) : segment({in});
+            const Tensor& t = o[through_first ? 0 : 1];
+            const Tensor& y = o[through_first ? 1 : 0];
+            return ops::add(ops::sum(ops::mul(t, t)), ops::sum(y));
+          };
+        };
+        for (const Tensor& t : {x, w}) ops::fill_(t.grad(), 0.0f);
+        backward(loss_of(false)());
+        const std::vector<float> gx = x.grad().to_floats(), gw = w.grad().to_floats();
+        for (const Tensor& t : {x, w}) ops::fill_(t.grad(), 0.0f);
+        backward(loss_of(true)());
+        CHECK(bitwise_equal(gw, w.grad().to_floats()));
+        const std::vector<float> cx = x.grad().to_floats();
+        for (size_t i = 0; i < gx.size(); ++i) CHECK(cx[i] == doctest::Approx(gx[i]).epsilon(1e-6));
+        check_gradients(loss_of(true), {x, w});
+      }
+  }
+
   TEST_CASE("a recomputation that takes fewer kept results than its first run put is refused as impure") {
     CpuRuntime rt;
     Tensor x = param({2, 3}, 1), w = param({4, 3}, 2);
