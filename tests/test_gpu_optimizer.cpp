@@ -56,6 +56,12 @@ OptState make_state(int64_t n, int32_t step, uint64_t seed) {
   return s;
 }
 
+// Over 3 rounds of the norm pass (1024 x 256 threads x 4 elements) and of the AdamW grid, not a
+// multiple of 4; the hyperparameters of both update tests.
+constexpr int64_t kUpdateElements = 3 * 1048576 + 12345;
+const kernels::cpu::AdamW kAdamW{0.9f, 0.95f, 1e-8f, 0.01f};
+constexpr float kPeakLr = 1e-3f, kMinLr = 1e-4f;
+
 struct OptCase {
   const char* name;
   int32_t step;
@@ -151,11 +157,9 @@ TEST_SUITE("gpu-optimizer") {
     REQUIRE_GPU();
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
-    // Over 3 rounds of the norm pass (1024 x 256 threads x 4 elements) and of the AdamW grid, not a
-    // multiple of 4.
-    const int64_t n = 3 * 1048576 + 12345;
-    const kernels::cpu::AdamW h{0.9f, 0.95f, 1e-8f, 0.01f};
-    const float peak = 1e-3f, min_lr = 1e-4f;
+    const int64_t n = kUpdateElements;
+    const kernels::cpu::AdamW h = kAdamW;
+    const float peak = kPeakLr, min_lr = kMinLr;
     const std::vector<OptCase> cases = {
         {"first step, clipping binds", 0, 10, 100, 0.5f, 0.5f},
         {"last warmup step, clipping does not bind", 9, 10, 100, 1e6f, 1.0f / 3.0f},
@@ -208,9 +212,9 @@ TEST_SUITE("gpu-optimizer") {
     REQUIRE_GPU();
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
-    const int64_t n = 3 * 1048576 + 12345;
-    const kernels::cpu::AdamW h{0.9f, 0.95f, 1e-8f, 0.01f};
-    const float peak = 1e-3f, min_lr = 1e-4f;
+    const int64_t n = kUpdateElements;
+    const kernels::cpu::AdamW h = kAdamW;
+    const float peak = kPeakLr, min_lr = kMinLr;
     const std::vector<OptCase> cases = {
         {"first step, clipping binds", 0, 10, 100, 0.5f, 0.5f},
         {"end of warmup, clipping off", 10, 10, 100, 0.0f, 0.5f},
