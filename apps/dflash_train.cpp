@@ -47,11 +47,14 @@ Args parse(int argc, char** argv) {
     usage_error("unknown command '" + a.command + "'");
   for (; i < argc; ++i) {
     std::string s = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      std::string f = flag;
-      if (s.rfind(f + "=", 0) == 0) return s.substr(f.size() + 1);
-      if (i + 1 >= argc) usage_error(f + " needs a value");
-      return argv[++i];
+    auto value = [&](const char* flag) -> std::string {  // never empty: "--prompts=" is a usage error
+      const std::string f = flag;
+      std::string v;
+      if (s.rfind(f + "=", 0) == 0) v = s.substr(f.size() + 1);
+      else if (i + 1 >= argc) usage_error(f + " needs a value");
+      else v = argv[++i];
+      if (v.empty()) usage_error(f + " has an empty value; write " + f + " VALUE or " + f + "=VALUE");
+      return v;
     };
     if (s == "-h" || s == "--help") {
       std::printf("%s", kUsage);

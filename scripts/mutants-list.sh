@@ -583,3 +583,103 @@ mutant "spec monitor: the decoders' capacity leaves out the new tokens" "-ts=spe
 mutant "checkpoint: an output that is an input's alias replaces that input's gradient buffer" "-ts=checkpoint" \
   'if (again[i].impl_ptr() == a.impl_ptr()) {' \
   'if (false) {'
+# --- More files no mutant had touched (twenty-eighth session, second round) ---
+mutant "rendezvous: a joiner that reports another world size accepted" "-ts=rendezvous*" \
+  'if (world != o.world) {' \
+  'if (false) {'
+mutant "rendezvous: the timeout names the ranks that arrived, not the missing ones" "-ts=rendezvous*" \
+  'if (!by_rank[size_t(k)]) missing +=' \
+  'if (by_rank[size_t(k)]) missing +='
+mutant "check_same: rank 1 never compared with rank 0" "-ts=ranks" \
+  'for (size_t r = 1; r < all.size(); ++r)' \
+  'for (size_t r = 2; r < all.size(); ++r)'
+mutant "thread coordinator: a later failure replaces the first" "-ts=concurrency" \
+  'if (!s_.failure_) s_.failure_ = "rank "' \
+  's_.failure_ = "rank "'
+mutant "thread all_reduce: slices rounded down leave the tail unreduced" "-ts=concurrency" \
+  'int64_t per = (n_ + world_ - 1) / world_;' \
+  'int64_t per = n_ / world_;'
+mutant "reduce_scatter_: every rank's sum written into the first slice" "-ts=ranks" \
+  'float* recv = p + int64_t(rank) * count;' \
+  'float* recv = p;'
+mutant "program: a body that leaves nodes on the tape recorded" "-ts=seal" \
+  'DF_CHECK(ctx.tape().size() == 0,' \
+  'DF_CHECK(true,'
+mutant "program: a body that throws leaves the context recording" "-ts=seal" \
+  'ctx.abort_recording();' \
+  '(void)0;'
+mutant "static io: stage_out copies the host results onto the device" "-ts=replay" \
+  'for (const Slot& s : outputs_) ops::copy_(s.host, s.device);' \
+  'for (const Slot& s : outputs_) ops::copy_(s.device, s.host);'
+mutant "worker thread: a job's exception swallowed" "-ts=concurrency" \
+  'error_ = std::current_exception();' \
+  '(void)0;'
+mutant "worker thread: a job's exception thrown again at every later wait" "-ts=concurrency" \
+  'error_ = nullptr;' \
+  '(void)0;'
+mutant "recompute ladder: deep bodies still offered partial recomputation" "-ts=checkpoint" \
+  'if (segments > kMaxPartialSegments) partial = false;' \
+  'if (false) partial = false;'
+mutant "available memory: /proc/meminfo's kB read as bytes" "-ts=seal" \
+  'if (key == "MemAvailable:") return kb * 1024;' \
+  'if (key == "MemAvailable:") return kb;'
+mutant "reduction plan: the gradients after the last bucket left out of the rest" "-ts=autograd" \
+  'if (at < params.padded_numel()) plan.rest.push_back' \
+  'if (false) plan.rest.push_back'
+mutant "replica: the target program not recorded for hidden features" "-ts=trainer" \
+  'if (step->online() && (opt_.train || opt_.features))' \
+  'if (step->online() && opt_.train)'
+mutant "spec: --max-new-tokens ignored for the config's" "-ts=spec" \
+  'const int64_t max_new = o.max_new_tokens.value_or(cfg.eval.spec_max_new_tokens);' \
+  'const int64_t max_new = cfg.eval.spec_max_new_tokens;'
+mutant "spec: the note that the drafter's block size wins printed only when the two agree" "-ts=spec" \
+  'if (spec.block_size != cfg.drafter.block_size)' \
+  'if (spec.block_size == cfg.drafter.block_size)'
+mutant "export: --dtype f32 writes bf16" "-ts=export" \
+  'export_checkpoint(checkpoint, out, dtype == "f32" ? DType::f32 : DType::bf16);' \
+  'export_checkpoint(checkpoint, out, DType::bf16);'
+mutant "job: drafter.intermediate_size ignored" "-ts=bad-input-resume" \
+  's.intermediate_size = d.intermediate_size ? d.intermediate_size : t.intermediate_size;' \
+  's.intermediate_size = t.intermediate_size;'
+mutant "job: synthetic eval data generated from the training seed" "-ts=trainer" \
+  'uint64_t seed = eval ? syn.seed + 1000003 : syn.seed;' \
+  'uint64_t seed = syn.seed;'
+mutant "toy model: labels are the current token, not the next" "-ts=toy" \
+  'labels[b * size_t(S) + t] = seq[t + 1];' \
+  'labels[b * size_t(S) + t] = seq[t];'
+mutant "toy model: a layer without its residual" "-ts=toy" \
+  'return ops::add(x, ops::linear(a, p.get(lname(l, "down"))));' \
+  'return ops::linear(a, p.get(lname(l, "down")));'
+mutant "target decoder: the first layer id's features repeated" "-ts=spec" \
+  'out.features = ops::concat(out.features, kept[size_t(t.layer_ids_[i])], 1);' \
+  'out.features = ops::concat(out.features, kept[size_t(t.layer_ids_[0])], 1);'
+mutant "stop tokens: an eos_token_id equal to the vocabulary size accepted" "-ts=spec,bad-input" \
+  'v.get<int64_t>() < vocab_size,' \
+  'v.get<int64_t>() <= vocab_size,'
+mutant "random target: weights of standard deviation std / sqrt(3)" "-ts=target" \
+  'const float half_width = float(std * std::sqrt(3.0));' \
+  'const float half_width = float(std);'
+mutant "synthetic: greedy generation may emit the mask token" "-ts=data,config-effects" \
+  'if (v != mask_token_id && row[v] > best) best = row[v], next = int32_t(v);' \
+  'if (row[v] > best) best = row[v], next = int32_t(v);'
+mutant "synthetic: the prompt's last token trained on" "-ts=trainer" \
+  'for (int64_t i = 0; i < c.prompt_length; ++i) s.loss_mask[size_t(i)] = 0;' \
+  'for (int64_t i = 0; i + 1 < c.prompt_length; ++i) s.loss_mask[size_t(i)] = 0;'
+mutant "fill_batch: a truncated sequence counts its untruncated length" "-ts=data" \
+  'real_tokens += len;' \
+  'real_tokens += s.length();'
+mutant "planner: a truncated sequence without an anchor still counted as truncated" "-ts=bad-input-data" \
+  'if (lengths_[i] > max_seq) --truncated_;' \
+  '(void)0;'
+mutant "dflash_prepare: a keep of another shape accepted" "-ts=drafter" \
+  'check_shape("dflash_prepare", keep, {B, N}, "keep");' \
+  '(void)0;'
+mutant "CLI: --flag=value keeps the '='" "-ts=bad-input" \
+  'if (s.rfind(f + "=", 0) == 0) v = s.substr(f.size() + 1);' \
+  'if (s.rfind(f + "=", 0) == 0) v = s.substr(f.size());'
+mutant "CLI: --max-new-tokens 0 accepted" "-ts=bad-input,spec" \
+  'if (used != a.max_new_tokens.size() || v < 1)' \
+  'if (used != a.max_new_tokens.size() || v < 0)'
+mutant "CLI: an empty flag value taken as not given" "-ts=bad-input -tc=*max-new-tokens*" \
+  'if (v.empty()) usage_error(' \
+  'if (false) usage_error('

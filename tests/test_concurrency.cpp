@@ -1,6 +1,8 @@
 // Workers: concurrent CPU workers replaying their programs produce exactly what one thread
-// replaying the same batches produces; gradients meet in a fixed rank order.
+// replaying the same batches produces; gradients meet in a fixed rank order; a job's error reaches
+// the next wait once, and the first failure of a thread rank is the one every rank reports.
 #include "graphs/worker.h"
+#include "runtime/coordinator.h"
 #include "tests/test_util.h"
 #include "train/toy_worker.h"
 
@@ -116,5 +118,37 @@ TEST_SUITE("concurrency") {
     for (int r = 0; r < world; ++r) CHECK(bitwise_equal(bufs[size_t(r)], want));
     std::vector<float> other(n);
     CHECK_THROWS_WITH_AS(comm.all_reduce_sum(other.data(), n, 0), doctest::Contains("registered at startup"), Error);
+  }
+  TEST_CASE("a worker's job error is rethrown by the wait that follows it, once; the worker keeps running jobs") {
+    int runs = 0;
+    bool fail = true;
+    WorkerThread w([&] {
+      ++runs;
+      if (fail) throw Error("the job failed");
+    });
+    w.start();
+    CHECK_THROWS_WITH_AS(w.wait(), doctest::Contains("the job failed"), Error);
+    fail = false;
+    w.start();
+    CHECK_NOTHROW(w.wait());  // the error was reported once, not kept for every later wait
+    CHECK(runs == 2);
+  }
+
+  TEST_CASE("the thread coordinator keeps the first failure; a rank waiting in all_gather stops with it") {
+    ThreadCoordinator coord(3);
+    std::string seen;
+    std::thread waiter([&] {
+      try {
+        coord.handle(0).all_gather("x");
+      } catch (const Error& e) {
+        seen = e.what();
+      }
+    });
+    coord.handle(2).report_failure("the disk is full");
+    coord.handle(1).report_failure("stopped by the others");  // a consequence, not the cause
+    waiter.join();
+    CHECK(seen.find("rank 2 stopped: the disk is full") != std::string::npos);
+    for (int r = 0; r < 3; ++r) CHECK(coord.handle(r).failure() == std::optional<std::string>("rank 2 stopped: the disk is full"));
+    CHECK_THROWS_WITH_AS(coord.handle(1).all_gather("y"), doctest::Contains("rank 2 stopped: the disk is full"), Error);
   }
 }

@@ -2,6 +2,7 @@
 // estimate, per-slot CE, weights, labels, argmax, output, logits and every parameter gradient,
 // eager and recorded, with and without checkpointing; then one AdamW step.
 #include "graphs/program.h"
+#include "model/dflash_ops.h"
 #include "model/drafter.h"
 #include "runtime/safetensors.h"
 #include "tests/recompute_choice.h"
@@ -180,5 +181,19 @@ TEST_SUITE("drafter") {
     CHECK(default_target_layer_ids(4, 2) == std::vector<int64_t>{1, 1});
     // round(1 + 1*(10-4)/4) = round(2.5) = 2 (ties to even), round(1 + 3*6/4) = round(5.5) = 6.
     CHECK(default_target_layer_ids(10, 5) == std::vector<int64_t>{1, 2, 4, 6, 7});
+  }
+  TEST_CASE("dflash_prepare refuses a loss_mask or keep whose shape is not the ids' or the anchors'") {
+    CpuRuntime rt;
+    const Tensor ids = Tensor::from_ints({1, 8}, {1, 2, 3, 4, 5, 6, 7, 8});
+    const Tensor mask = Tensor::from_ints({1, 8}, {0, 1, 1, 1, 1, 1, 1, 1});
+    const Tensor anchors = Tensor::from_ints({1, 2}, {1, 3});
+    CHECK_THROWS_WITH_AS(dflash_prepare(ids, mask, anchors, Tensor::from_ints({1, 3}, {1, 1, 1}), 4, 0, 7.0),
+                         doctest::Contains("dflash_prepare: keep is"), Error);
+    CHECK_THROWS_WITH_AS(dflash_prepare(ids, mask, anchors, Tensor::from_ints({2, 1}, {1, 1}), 4, 0, 7.0),
+                         doctest::Contains("dflash_prepare: keep is"), Error);
+    CHECK_THROWS_WITH_AS(dflash_prepare(ids, Tensor::from_ints({1, 7}, {0, 1, 1, 1, 1, 1, 1}), anchors,
+                                        Tensor::from_ints({1, 2}, {1, 1}), 4, 0, 7.0),
+                         doctest::Contains("dflash_prepare: loss_mask is"), Error);
+    CHECK_NOTHROW(dflash_prepare(ids, mask, anchors, Tensor::from_ints({1, 2}, {1, 1}), 4, 0, 7.0));
   }
 }

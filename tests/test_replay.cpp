@@ -1,6 +1,7 @@
 // Record once, replay forever: replay equals eager bit for bit, replay allocates nothing, a sealed
-// runtime refuses to record, startup refuses a bucket set that does not fit, and a body whose
-// recording differs from its plan.
+// runtime refuses to record, startup refuses a bucket set that does not fit (the host's available
+// memory counted in bytes), and a body whose recording differs from its plan.
+#include <fstream>
 #include <random>
 
 #include "graphs/program.h"
@@ -176,6 +177,18 @@ TEST_SUITE("seal") {
       CHECK(m.find("turn checkpointing on") != std::string::npos);
     }
     CHECK_FALSE(r.ctx.sealed());
+  }
+
+  TEST_CASE("a CPU worker's available memory is the host's MemAvailable, in bytes") {
+    std::ifstream in("/proc/meminfo");
+    uint64_t kb = 0;
+    for (std::string line; std::getline(in, line) && kb == 0;)
+      if (line.rfind("MemAvailable:", 0) == 0 && line.find(" kB") != std::string::npos) kb = std::stoull(line.substr(13));
+    REQUIRE(kb > 0);
+    // Other processes move it between the two reads: agreement within a factor of 2 tells kB from bytes.
+    const double got = double(available_memory_bytes(Device::cpu())), want = double(kb) * 1024.0;
+    CHECK(got > 0.5 * want);
+    CHECK(got < 2.0 * want);
   }
 
   TEST_CASE("an arena budget trades memory for recomputation: the fewest recomputed segments that fit it") {

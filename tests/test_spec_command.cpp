@@ -206,6 +206,8 @@ TEST_SUITE("spec") {
     o.drafter = drafter_copy(tmp, [](json& j) { j["block_size"] = 2; });
     SpecRun r = capture_spec(spec_config(tmp), o);
     CHECK(r.figures.block_size == 2);
+    CHECK(r.out.find("note: the drafter's block size 2 (from " + o.drafter.string() +
+                     ") is used, not drafter.block_size = 16 of the config") != std::string::npos);
     CHECK(r.figures.histogram.size() == 2);
     CHECK(r.figures.tolerated == 0);  // still lossless
     CHECK(r.figures.tau <= 2.0);
@@ -286,6 +288,9 @@ TEST_SUITE("bad-input") {
     TempDir tmp("spec-bad-eos");
     fs::path bad = target_copy(tmp, [](json& j) { j["eos_token_id"] = "x"; });
     CHECK_ERROR(capture_spec(spec_config(tmp, "", bad), golden_options()), "eos_token_id holds \"x\"");
+    fs::remove_all(tmp / "target");
+    bad = target_copy(tmp, [](json& j) { j["eos_token_id"] = {7, 320}; });  // the vocabulary is [0, 320)
+    CHECK_ERROR(capture_spec(spec_config(tmp, "", bad), golden_options()), "eos_token_id holds 320");
     CHECK_ERROR(capture_spec(spec_config(tmp, "[eval]\nspec_stop_token_ids = [320]\n"), golden_options()),
                 "eval.spec_stop_token_ids holds 320, outside the target's vocabulary [0, 320)");
   }

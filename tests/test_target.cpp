@@ -1,6 +1,7 @@
 // The frozen target: golden HF outputs for all four golden targets, causal attention against a
 // dense double reference, rope frequencies against the formulas in double, the random-target
-// writer, recordability and padding invariance. Refusals are in test_target_errors.cpp.
+// writer, Target::random's weight statistics, recordability and padding invariance. Refusals are in
+// test_target_errors.cpp.
 #include <cmath>
 
 #include "graphs/program.h"
@@ -316,5 +317,24 @@ TEST_SUITE("target") {
     Target t(dir, {0}, 8);
     CHECK(t.spec().tie_word_embeddings);
     CHECK(t.lm_head().raw() == t.embed_tokens().raw());
+  }
+
+  TEST_CASE("Target::random: uniform weights of the standard deviation asked, within +-sqrt(3) std") {
+    CpuRuntime rt;
+    TargetSpec t;
+    t.hidden_size = 64, t.intermediate_size = 96, t.num_hidden_layers = 1, t.num_attention_heads = 4;
+    t.num_key_value_heads = 2, t.head_dim = 16, t.vocab_size = 256, t.max_position_embeddings = 64;
+    const double std = 0.05;
+    std::unique_ptr<Target> target = Target::random(t, {0}, 4, 3, std);
+    for (const Tensor* w : {&target->embed_tokens(), &target->lm_head()}) {
+      const std::vector<float> v = w->to_floats();  // 16384 draws: the sample std is within 2% of std
+      double sum = 0, sq = 0, widest = 0;
+      for (float x : v) sum += x, sq += double(x) * x, widest = std::max(widest, std::fabs(double(x)));
+      const double mean = sum / double(v.size()), sd = std::sqrt(sq / double(v.size()) - mean * mean);
+      CHECK(std::fabs(mean) < 0.05 * std);
+      CHECK(sd == doctest::Approx(std).epsilon(0.02));
+      CHECK(widest <= std * std::sqrt(3.0) * (1 + 1e-6));
+      CHECK(widest > 0.99 * std * std::sqrt(3.0));  // uniform: draws reach the edges
+    }
   }
 }
