@@ -115,23 +115,12 @@ std::vector<Tensor> checkpoint_with_stash(const char* name, const StashedSegment
     DF_CHECK(again.size() == n_out, "checkpoint: the segment returned " << again.size() << " outputs when "
                                                                         << "recomputed but " << n_out
                                                                         << " the first time; it must be pure");
-    // An output that is an input's alias is a leaf of the nested tape: its incoming gradient adds
-    // straight into the input's buffer. (Handed to run_backward as an output, it would replace that
-    // buffer, and every other path's gradient to the input would be lost.)
-    std::vector<bool> is_alias(n_out, false);
-    for (size_t i = 0; i < n_out; ++i)
-      for (const Tensor& a : aliases)
-        if (again[i].impl_ptr() == a.impl_ptr()) {
-          if (grads[i].defined() && a.requires_grad()) ops::accumulate_(preset.at(a.id()), grads[i]);
-          grads[i] = Tensor();
-          is_alias[i] = true;
-        }
     // Backward needs the outputs' identities, never their values (the outer graph holds those):
-    // their storage goes back to the arena before the backward's temporaries are made.
-    for (size_t i = 0; i < n_out; ++i) {
-      if (is_alias[i]) continue;  // the input's storage, held by the outer graph
-      again[i].impl().generation = c.tape().generation();
-      again[i] = ops::detail::grad_key(again[i]);
+    // their storage goes back to the arena before the backward's temporaries are made. An output
+    // that is an input's alias keeps its id, so run_backward adds its gradient into the preset buffer.
+    for (Tensor& t : again) {
+      t.impl().generation = c.tape().generation();
+      t = ops::detail::grad_key(t);
     }
     run_backward(again, grads, preset);
   });

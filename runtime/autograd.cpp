@@ -134,13 +134,16 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
   DF_CHECK(outputs.size() == grads.size(), "run_backward: " << outputs.size() << " outputs but "
                                                             << grads.size() << " gradients");
   std::unordered_map<uint64_t, Tensor> g = preset;
+  NoGrad no_grad;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!grads[i].defined() || !outputs[i].requires_grad()) continue;
     DF_CHECK(grads[i].shape() == outputs[i].shape(), "run_backward: gradient " << grads[i].describe()
                                                                                << " for " << outputs[i].describe());
-    g[outputs[i].id()] = grads[i];
+    // An output whose gradient buffer is preset (a checkpoint input returned as it came) adds into
+    // it: replacing the buffer would lose every other path's gradient to that input.
+    if (preset.count(outputs[i].id())) ops::accumulate_(g.at(outputs[i].id()), grads[i]);
+    else g[outputs[i].id()] = grads[i];
   }
-  NoGrad no_grad;
   PhaseScope phase("backward");
   auto& nodes = tape.nodes_;
   while (!nodes.empty()) {

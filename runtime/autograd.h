@@ -82,7 +82,8 @@ DType grad_dtype(const Tensor& t);
 // loss must be a one-element tensor produced in the current tape generation.
 void backward(const Tensor& loss);
 // Backward from several outputs with given gradients; `preset` maps tensor ids to gradient
-// buffers to accumulate into instead of fresh ones (used by recompute checkpointing).
+// buffers to accumulate into instead of fresh ones (used by recompute checkpointing); an output
+// whose id is preset has its gradient added into that buffer.
 void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
                   const std::unordered_map<uint64_t, Tensor>& preset = {});
 

@@ -126,8 +126,8 @@ mutant "spec monitor: the decoders' capacity leaves out the new tokens" "-ts=spe
   'o.max_len = longest;'
 # --- The checkpoint bug mutant 161's probing found (twenty-eighth session): fixed, and guarded ---
 mutant "checkpoint: an output that is an input's alias replaces that input's gradient buffer" "-ts=checkpoint" \
-  'if (again[i].impl_ptr() == a.impl_ptr()) {' \
-  'if (false) {'
+  'if (preset.count(outputs[i].id())) ops::accumulate_(g.at(outputs[i].id()), grads[i]);' \
+  'if (false) ops::accumulate_(g.at(outputs[i].id()), grads[i]);'
 # --- More files no mutant had touched (twenty-eighth session, second round) ---
 mutant "rendezvous: a joiner that reports another world size accepted" "-ts=rendezvous*" \
   'if (world != o.world) {' \

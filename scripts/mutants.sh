@@ -29,7 +29,7 @@ done
 
 names=() hints=() olds=() news=()
 # mutant NAME HINT OLD NEW: HINT is doctest filters for the tests expected to catch it, run first
-# (the whole CPU suite runs when they do not).
+# (the whole CPU suites, or with --gpu the one-GPU suites, run when they do not).
 mutant() { names+=("$1"); hints+=("$2"); olds+=("$3"); news+=("$4"); }
 
 if [ "$gpu" = 1 ]; then source "$(dirname "$0")/mutants-gpu-list.sh"; else source "$(dirname "$0")/mutants-list.sh"; fi

@@ -3,8 +3,6 @@
 // Suites "kernel-inventory" (CPU host) and "gpu-misc".
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -27,7 +25,7 @@ ChildRun run_with_inventory(const std::string& prefix, const std::string& test_c
   const dflash::test::CommandOutput o = dflash::test::run_command("env DFLASH_KERNEL_INVENTORY='" + prefix + "' " +
                                                                   dflash::test::self_binary() + " --test-case='" +
                                                                   test_case + "'");
-  return {WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1, o.text};
+  return {dflash::test::exit_code(o), o.text};
 }
 
 bool gpu_visible() {

@@ -3,8 +3,6 @@
 // curves.png; its figures are checked against metrics.jsonl read here. Needs python3 with
 // matplotlib (Debian's python3-matplotlib, installed by scripts/setup.sh): without it this fails,
 // with the script's own message saying so.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <fstream>
 
@@ -26,7 +24,7 @@ struct Outcome {
 
 Outcome shell(const std::string& command) {
   const dflash::test::CommandOutput o = dflash::test::run_command(command);
-  return {WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1, o.text};
+  return {dflash::test::exit_code(o), o.text};
 }
 
 std::string plot_command(const std::string& args) {

@@ -1,8 +1,6 @@
 // dflash-train's command line: a flag's value given as --flag=value or as the next argument, and
 // --max-new-tokens refused with the usage (status 2) unless it is a whole number of at least 1; an
 // empty flag value refused by name.
-#include <sys/wait.h>
-
 #include <fstream>
 #include <string>
 
@@ -13,7 +11,6 @@ using namespace dflash::test;
 namespace {
 // Runs dflash-train (the binary beside this test binary) with ARGS.
 CommandOutput train_cli(const std::string& args) { return run_command(sibling_binary("dflash-train") + " " + args); }
-int exit_code(const CommandOutput& o) { return WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1; }
 }  // namespace
 
 TEST_SUITE("bad-input") {
@@ -37,7 +34,7 @@ TEST_SUITE("bad-input") {
                                 (golden_spec_dir() / "prompts.jsonl").string() + "\"\n[runtime]\n"
                                 "devices = \"cpu\"\n[[buckets]]\nseq = 64\nanchors = 4\nbatch = 1\n");
     const std::string base = "spec --config " + config + " --drafter " + (golden_spec_dir() / "drafter").string();
-    for (const std::string& v : {"0", "-3", "2x"}) {
+    for (const std::string v : {"0", "-3", "2x"}) {
       const CommandOutput o = train_cli(base + " --max-new-tokens=" + v);
       INFO(v << ": " << o.text);
       CHECK(exit_code(o) == 2);
@@ -46,7 +43,7 @@ TEST_SUITE("bad-input") {
       CHECK_FALSE(std::filesystem::exists(tmp / "dump"));  // refused before the job's folder is made
     }
     // An empty value is refused by name, never read as "not given" (the config's value would run).
-    for (const std::string& flag : {"--max-new-tokens", "--prompts"})
+    for (const std::string flag : {"--max-new-tokens", "--prompts"})
       for (const std::string& form : {flag + "=", flag + " ''"}) {
         const CommandOutput o = train_cli(base + " " + form);
         INFO(form << ": " << o.text);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cstdint>
 #include <cstdio>
@@ -217,6 +218,8 @@ inline CommandOutput run_command(const std::string& command) {
   o.status = pclose(p);
   return o;
 }
+// The command's exit code, or -1 when a signal ended it.
+inline int exit_code(const CommandOutput& o) { return WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1; }
 
 // This test binary, and a program built beside it (dflash-bench, dflash-train).
 inline std::string self_binary() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
