@@ -112,3 +112,103 @@ mutant "GPU cross-entropy (rows read once): a NaN first logit no longer gives ar
 mutant "GPU normalize_weights: divided by the count, not the sum" "-ts=gpu-misc -tc=normalize_weights*" \
   'float denom = float(block_sum(s)) + eps;' \
   'float denom = float(n) + eps;'
+# --- Twenty-ninth session: the files no mutant had touched ---
+mutant "GPU concat forward: the second part's rows read at the first part's stride" "-ts=gpu-ops -tc=concat*" \
+  'y[e] = k < A ? a[o * A + k] : b[o * B + (k - A)];' \
+  'y[e] = k < A ? a[o * A + k] : b[o * A + (k - A)];'
+mutant "GPU concat backward: the second part's gradient taken from the first's columns when widths differ" "-ts=gpu-kernels -tc=concat*" \
+  'const int64_t W = A + B, L = second ? B : A, off = second ? A : 0, units = L / U, total = outer * units;' \
+  'const int64_t W = A + B, L = second ? B : A, off = second ? B : 0, units = L / U, total = outer * units;'
+mutant "GPU concat backward (elements): the second part overwritten, not accumulated" "-ts=gpu-kernels -tc=concat*" \
+  'if (second) db[d] = from_float<TB>(__fadd_rn(to_float(db[d]), s));' \
+  'if (second) db[d] = from_float<TB>(s);'
+mutant "GPU strided copy: source rows at the destination's pitch" "-ts=gpu-ops -tc=drop_group_heads*" \
+  'dst[r * dst_pitch + k] = src[r * src_pitch + k];' \
+  'dst[r * dst_pitch + k] = src[r * dst_pitch + k];'
+mutant "GPU strided fill: a 4-byte word fills only three of its bytes" "-ts=gpu-ops,gpu-spec -tc=drop_group_heads*,*control?ops*" \
+  'const uint32_t word = 0x01010101u * byte;' \
+  'const uint32_t word = 0x00010101u * byte;'
+mutant "GPU fill: the elements after the packs start one late" "-ts=gpu-kernels -tc=accumulate*" \
+  'for (int64_t i = packs * kPack + first; i < n; i += stride) p[i] = from_float<T>(value);' \
+  'for (int64_t i = packs * kPack + first + 1; i < n; i += stride) p[i] = from_float<T>(value);'
+mutant "GPU accumulate (packs): dst overwritten by src" "-ts=gpu-kernels -tc=accumulate*" \
+  'for (int j = 0; j < kPack; ++j) d[j] = __fadd_rn(d[j], s[j]);' \
+  'for (int j = 0; j < kPack; ++j) d[j] = s[j];'
+mutant "GPU copy: the last byte after the packs never copied" "-ts=gpu-misc -tc=copy_*" \
+  'for (int64_t i = packs * 16 + first; i < bytes; i += stride) dst[i] = src[i];' \
+  'for (int64_t i = packs * 16 + first; i + 1 < bytes; i += stride) dst[i] = src[i];'
+mutant "GPU update over ranks: the last slice's squares left out of the norm" "-ts=gpu-optimizer -tc=*over?ranks*" \
+  'norm[0] = float(sqrt(s));' \
+  'norm[0] = float(sqrt(s - sums[count - 1]));'
+mutant "GPU update over ranks: warmup lr from step t, not t + 1" "-ts=gpu-optimizer -tc=*over?ranks*" \
+  'value = float(double(peak) * double(t + 1) / double(warmup));' \
+  'value = float(double(peak) * double(t) / double(warmup));'
+mutant "GPU update over ranks: the gradient scale ignored" "-ts=gpu-optimizer -tc=*over?ranks*" \
+  'float x = g[i] * scale;' \
+  'float x = g[i];'
+mutant "GPU update over ranks: bias correction inside the square root" "-ts=gpu-optimizer -tc=*over?ranks*" \
+  'float p = a.p[i] * decay - step_size * mi / (sqrtf(vi) / bc2_sqrt + a.eps);' \
+  'float p = a.p[i] * decay - step_size * mi / (sqrtf(vi / bc2_sqrt) + a.eps);'
+mutant "GPU update over ranks: clipping never binds" "-ts=gpu-optimizer -tc=*over?ranks*" \
+  'float c = a.max_grad_norm / (a.norm[0] + 1e-6f);' \
+  'float c = a.max_grad_norm / (a.norm[0] + 1e-6f) + 1.0f;'
+mutant "GPU attention (sm90 forward): the running sum not rescaled by a new maximum" "-ts=gpu-attention -tc=*GQA*" \
+  'l[i] = l[i] * corr[i] + sum;' \
+  'l[i] = l[i] + sum;'
+mutant "GPU attention (sm90 forward): lse left in log2 units" "-ts=gpu-attention -tc=*GQA*" \
+  'if (tq == 0) p.lse[r.lse_index] = ok ? m[i] * kLn2 + logf(sum) : 0.0f;' \
+  'if (tq == 0) p.lse[r.lse_index] = ok ? m[i] + logf(sum) : 0.0f;'
+mutant "GPU attention (sm90 forward): the odd output column takes the even one's value" "-ts=gpu-attention -tc=*GQA*" \
+  'const float x = ok ? o[4 * j + 2 * i] * inv : 0.0f, y = ok ? o[4 * j + 2 * i + 1] * inv : 0.0f;' \
+  'const float x = ok ? o[4 * j + 2 * i] * inv : 0.0f, y = ok ? o[4 * j + 2 * i] * inv : 0.0f;'
+mutant "GPU attention (sm90 forward): the odd output columns never rescaled" "-ts=gpu-attention -tc=*GQA*" \
+  'for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i], o[4 * j + 2 * i + 1] *= corr[i];' \
+  'for (int i = 0; i < 2; ++i) o[4 * j + 2 * i] *= corr[i];'
+mutant "GPU attention (quads): the row max over lane pairs only" "-ts=gpu-attention -tc=*GQA*" \
+  'return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));' \
+  'return v;'
+mutant "GPU attention (sm90 dk/dv): dS^T without D" "-ts=gpu-attention -tc=*GQA*" \
+  'dpt[x] = vis ? pr * (dpt[x] - d) : 0.0f;' \
+  'dpt[x] = vis ? pr * dpt[x] : 0.0f;'
+mutant "GPU attention (sm90 dk/dv): a row sees the key at its upper bound" "-ts=gpu-attention -tc=*GQA*" \
+  'const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] < hi[e]));' \
+  'const bool vis = full | ((kidx[i2] >= lo[e]) & (kidx[i2] <= hi[e]));'
+mutant "GPU attention (sm90 dk/dv): dk's even columns not scaled" "-ts=gpu-attention -tc=*GQA*" \
+  'put_pair(p.dk, p.dk_bf16, p.dk_fresh, base + col, G.scale * dk[4 * j + 2 * i2],' \
+  'put_pair(p.dk, p.dk_bf16, p.dk_fresh, base + col, dk[4 * j + 2 * i2],'
+mutant "GPU attention (sm90 delta): the sum over 8 of a row's 16 lanes" "-ts=gpu-attention -tc=*larger*" \
+  'for (int x = 8; x > 0; x >>= 1) acc += __shfl_xor_sync(kFull, acc, x);' \
+  'for (int x = 4; x > 0; x >>= 1) acc += __shfl_xor_sync(kFull, acc, x);'
+mutant "GPU attention (fused dq): every contribution stores, none adds" "-ts=gpu-attention -tc=*fused?backward:?dq*" \
+  'if (turn == 0) bulk_store(dst, sDQ, kDqChunkBytes);' \
+  'if (turn >= 0) bulk_store(dst, sDQ, kDqChunkBytes);'
+mutant "GPU attention (TMA): the delta map reads lse" "-ts=gpu-attention -tc=*TMA*" \
+  'encode(&maps->delta, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, p.delta, ldims, lstrides, lbox,' \
+  'encode(&maps->delta, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, p.lse_in, ldims, lstrides, lbox,'
+mutant "GPU attention (version 1 forward): lse left in log2 units" "-ts=gpu-attention -tc=*versions*,*GQA*" \
+  'if (tq == 0) p.lse[li] = m[mt][i] * kLn2 + logf(sum);' \
+  'if (tq == 0) p.lse[li] = m[mt][i] + logf(sum);'
+mutant "GPU attention (version 1 dk/dv): dS^T without D" "-ts=gpu-attention -tc=*versions*,*GQA*" \
+  'if constexpr ((WANT & kWantDk) != 0) dp[nb][j] = prob * (dp[nb][j] - dt[col]);' \
+  'if constexpr ((WANT & kWantDk) != 0) dp[nb][j] = prob * dp[nb][j];'
+mutant "GPU attention (version 1 dq): the odd columns not scaled" "-ts=gpu-attention -tc=*versions*,*GQA*" \
+  'accumulate_at(p.dq, p.dq_bf16, base + col + 1, G.scale * dq[nd][2 * i + 1]);' \
+  'accumulate_at(p.dq, p.dq_bf16, base + col + 1, dq[nd][2 * i + 1]);'
+mutant "GPU accumulate_at: the old value dropped" "-ts=gpu-attention,gpu-ops -tc=*versions*,add*" \
+  'store(p, bf16, i, load(p, bf16, i) + v);' \
+  'store(p, bf16, i, v);'
+mutant "GPU bf16 packs: the odd element read as the even one" "-ts=gpu-kernels -tc=accumulate*" \
+  'v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);' \
+  'v[2 * k + 1] = __uint_as_float(w[k] << 16);'
+mutant "GPU warp_sum: over half a warp" "-ts=gpu-ops,gpu-attention -tc=sum*,*versions*" \
+  'for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);' \
+  'for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
+mutant "GPU block_sum: the last warp's total left out" "-ts=gpu-ops,gpu-misc -tc=sum*,normalize_weights*" \
+  'for (int w = 1; w < Threads / 32; ++w) total += sh[w];' \
+  'for (int w = 1; w + 1 < Threads / 32; ++w) total += sh[w];'
+mutant "GPU GEMM tuning: C never restored (a candidate runs on C it already wrote, beta 1)" "-ts=gpu-optimizer -tc=*tuning*" \
+  'auto restore_c = [&] { cuda_ok(cudaMemcpyAsync(g.C, saved, extent, cudaMemcpyDeviceToDevice, s), "restoring C"); };' \
+  'auto restore_c = [&] {};'
+mutant "GPU cuDNN attention: the band admits one key past the diagonal" "-ts=gpu-cudnn" \
+  '.set_diagonal_band_right_bound(0)' \
+  '.set_diagonal_band_right_bound(1)'

@@ -7,7 +7,8 @@
 # changes a file that the CPU build compiles and still compiles (else the list is stale: exit 2).
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
 # GPU machine (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
-# Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it
+# Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it,
+# or #A-B: the list's mutants A to B
 # Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken;
 # 3 none survived but the time budget left some unrun.
 # Env: DFLASH_MUTANTS_DIR (scratch; default under $TMPDIR, kept between runs so rebuilds are
@@ -22,7 +23,7 @@ for a in "$@"; do
   case $a in
     --gpu) gpu=1 ;;
     --list) list=1 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) filters+=("$a") ;;
   esac
 done
@@ -44,7 +45,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 selected=()
 for i in "${!names[@]}"; do
   keep=$(( ${#filters[@]} == 0 ))
-  for f in "${filters[@]}"; do [[ ${names[$i]} == *"$f"* ]] && keep=1; done
+  for f in "${filters[@]}"; do
+    if [[ $f =~ ^#([0-9]+)-([0-9]+)$ ]]; then  # #A-B: the list's mutants A to B
+      [ $((i + 1)) -ge "${BASH_REMATCH[1]}" ] && [ $((i + 1)) -le "${BASH_REMATCH[2]}" ] && keep=1
+    elif [[ ${names[$i]} == *"$f"* ]]; then keep=1; fi
+  done
   [ "$keep" = 1 ] && selected+=("$i")
 done
 if [ "$list" = 1 ]; then
