@@ -228,3 +228,6 @@ mutant "CLI: --max-new-tokens 0 accepted" "-ts=bad-input,spec" \
 mutant "CLI: an empty flag value taken as not given" "-ts=bad-input -tc=*max-new-tokens*" \
   'if (v.empty()) usage_error(' \
   'if (false) usage_error('
+# --- The twenty-ninth session's mutants: the ops' wiring, then the model, data and trainer files ---
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-ops.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-model.sh"
