@@ -212,3 +212,19 @@ mutant "GPU GEMM tuning: C never restored (a candidate runs on C it already wrot
 mutant "GPU cuDNN attention: the band admits one key past the diagonal" "-ts=gpu-cudnn" \
   '.set_diagonal_band_right_bound(0)' \
   '.set_diagonal_band_right_bound(1)'
+# --- The runtime's CUDA side (runtime/cuda/): GEMM tuning's choices, cuDNN's plan cache ---
+mutant "GPU GEMM tuner: the fastest candidate chosen even when its results were refused" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
+  'if (c.agrees && (!best || c.ms < best->ms)) best = &c;' \
+  'if (!best || c.ms < best->ms) best = &c;'
+mutant "GPU GEMM tuner: a shape left to cuBLAS not recorded as decided" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
+  'ctx.gemm_table().set(k, kCublasDefault);' \
+  '(void)kCublasDefault;'
+mutant "GPU GEMM tuner: every saved cuBLASLt choice tuned again" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
+  'if (is_cublas_default(*kept) || kernels::cuda::lt_config_runs(args_of(k, nullptr, nullptr, nullptr), kept->data()))' \
+  'if (is_cublas_default(*kept))'
+mutant "GPU cuDNN attention: a plan reused for another softmax scale" "-ts=gpu-cudnn" \
+  'std::memcmp(&x.scale, &y.scale, sizeof(float)) == 0;' \
+  'true;'
+mutant "GPU cuDNN attention: a plan reused for another sequence length" "-ts=gpu-cudnn" \
+  'return x.B == y.B && x.S == y.S && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&' \
+  'return x.B == y.B && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&'

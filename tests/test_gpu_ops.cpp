@@ -21,7 +21,7 @@ namespace {
 }  // namespace
 
 TEST_SUITE("gpu-ops") {
-  TEST_CASE("add, mul, scale: CUDA equals CPU, forward and backward") {
+  TEST_CASE("add, mul, scale: CUDA equals CPU, forward and backward, a tensor used twice") {
     REQUIRE_GPU();
     Backends be;
     for (int64_t n : {1, 7, 1000, 4099}) {
@@ -31,6 +31,9 @@ TEST_SUITE("gpu-ops") {
         check_parity(be, in, [](auto& a) { return std::vector<Tensor>{ops::add(a[0], a[1])}; });
         check_parity(be, in, [](auto& a) { return std::vector<Tensor>{ops::mul(a[0], a[1])}; });
         check_parity(be, in, [](auto& a) { return std::vector<Tensor>{ops::scale(a[0], -1.75f)}; });
+        // One tensor on both sides, or twice in a sum: its gradient is two terms added in place.
+        check_parity(be, in, [](auto& a) { return std::vector<Tensor>{ops::mul(a[0], a[0])}; });
+        check_parity(be, in, [](auto& a) { return std::vector<Tensor>{ops::add(ops::mul(a[0], a[1]), a[0])}; });
       }
     }
     // Row views at odd offsets: addresses that are not 16-byte aligned take the scalar path.
