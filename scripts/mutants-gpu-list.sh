@@ -212,10 +212,9 @@ mutant "GPU GEMM tuning: C never restored (a candidate runs on C it already wrot
 mutant "GPU cuDNN attention: the band admits one key past the diagonal" "-ts=gpu-cudnn" \
   '.set_diagonal_band_right_bound(0)' \
   '.set_diagonal_band_right_bound(1)'
-# --- The runtime's CUDA side (runtime/cuda/): GEMM tuning's choices, cuDNN's plan cache ---
-mutant "GPU GEMM tuner: the fastest candidate chosen even when its results were refused" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
-  'if (c.agrees && (!best || c.ms < best->ms)) best = &c;' \
-  'if (!best || c.ms < best->ms) best = &c;'
+# --- The runtime's CUDA side (runtime/cuda/): GEMM tuning's records, cuDNN's plan cache ---
+# (The tuner's pick among candidates survived here, as no test shape had a refused candidate: it moved
+# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list-files.sh.)
 mutant "GPU GEMM tuner: a shape left to cuBLAS not recorded as decided" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
   'ctx.gemm_table().set(k, kCublasDefault);' \
   '(void)kCublasDefault;'

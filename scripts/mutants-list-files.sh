@@ -228,6 +228,10 @@ mutant "CLI: --max-new-tokens 0 accepted" "-ts=bad-input,spec" \
 mutant "CLI: an empty flag value taken as not given" "-ts=bad-input -tc=*max-new-tokens*" \
   'if (v.empty()) usage_error(' \
   'if (false) usage_error('
+# --- Twenty-ninth session: the GEMM tuner's pick (a GPU mutant that survived there) ---
+mutant "GEMM tuner: the fastest candidate picked even when cuBLAS's check refused it" "-ts=gemm-table" \
+  'if (c.agrees && (!best || c.ms < best->ms)) best = &c;' \
+  'if (!best || c.ms < best->ms) best = &c;'
 # --- The twenty-ninth session's mutants: the ops' wiring, then the model, data and trainer files ---
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-ops.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-model.sh"

@@ -1,5 +1,7 @@
 // The GEMM table's text form (runtime/gemm_tuning.h): a round trip keeps every key and choice, and
-// each malformed line gets an error naming the source, the line and the fix.
+// each malformed line gets an error naming the source, the line and the fix; the tuner's pick among
+// timed candidates (kernels/cuda/gemm_candidates.h, plain C++).
+#include "kernels/cuda/gemm_candidates.h"
 #include "runtime/gemm_tuning.h"
 #include "tests/test_util.h"
 
@@ -58,5 +60,26 @@ TEST_SUITE("gemm-table") {
                          Error);
     CHECK_THROWS_WITH_AS(GemmTable::parse(good.substr(0, 20), "t"), doctest::Contains("delete the file to tune the GEMMs again"),
                          Error);
+  }
+
+  TEST_CASE("the tuner's pick: the fastest candidate that agrees with cuBLAS; a refused one never, though untimed") {
+    using kernels::cuda::GemmCandidate;
+    auto cand = [](double ms, bool agrees) {
+      GemmCandidate c;
+      c.ms = ms;
+      c.agrees = agrees;
+      return c;
+    };
+    kernels::cuda::GemmCandidates t;
+    CHECK(kernels::cuda::fastest_agreeing(t) == nullptr);
+    // A refused candidate is never timed (ms 0): it must not win on time.
+    t.candidates = {cand(0.90, true), cand(0.0, false), cand(0.70, true), cand(0.80, true), cand(0.0, false)};
+    REQUIRE(kernels::cuda::fastest_agreeing(t) != nullptr);
+    CHECK(kernels::cuda::fastest_agreeing(t) == &t.candidates[2]);
+    // Equal times: the first in cuBLASLt's heuristic order.
+    t.candidates = {cand(0.5, false), cand(0.6, true), cand(0.6, true)};
+    CHECK(kernels::cuda::fastest_agreeing(t) == &t.candidates[1]);
+    t.candidates = {cand(0.0, false), cand(0.3, false)};
+    CHECK(kernels::cuda::fastest_agreeing(t) == nullptr);
   }
 }

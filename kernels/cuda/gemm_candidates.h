@@ -35,6 +35,15 @@ struct GemmCandidates {
   std::vector<GemmCandidate> candidates;  // cuBLASLt's heuristic order (the first is its own pick)
 };
 
+// The fastest candidate that agrees with cuBLAS, or null when none does. A refused candidate is
+// never timed (ms 0), so it must never win on time.
+inline const GemmCandidate* fastest_agreeing(const GemmCandidates& t) {
+  const GemmCandidate* best = nullptr;
+  for (const GemmCandidate& c : t.candidates)
+    if (c.agrees && (!best || c.ms < best->ms)) best = &c;
+  return best;
+}
+
 // Device time in ms of the work a function enqueues (runtime/cuda/cuda_backend.h's time_ms).
 using DeviceTimer = std::function<double(const std::function<void()>&)>;
 

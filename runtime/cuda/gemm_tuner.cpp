@@ -58,13 +58,6 @@ kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& 
   return time_gemm(ctx, args_of(k, A, B, C), candidates, reps, C + c_bytes(k));
 }
 
-const kernels::cuda::GemmCandidate* fastest(const kernels::cuda::GemmCandidates& t) {
-  const kernels::cuda::GemmCandidate* best = nullptr;
-  for (const kernels::cuda::GemmCandidate& c : t.candidates)
-    if (c.agrees && (!best || c.ms < best->ms)) best = &c;
-  return best;
-}
-
 GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int reps) {
   const auto t0 = std::chrono::steady_clock::now();
   GemmTuning r;
@@ -79,7 +72,7 @@ GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int rep
     if (gemm_scratch_bytes(k) > scratch_bytes) continue;
     const kernels::cuda::GemmCandidates t = time_gemm_on_scratch(ctx, k, scratch, 16, reps);
     ++r.timed;
-    const kernels::cuda::GemmCandidate* best = fastest(t);
+    const kernels::cuda::GemmCandidate* best = kernels::cuda::fastest_agreeing(t);
     for (const kernels::cuda::GemmCandidate& c : t.candidates) r.wrong += c.agrees ? 0 : 1;
     if (best && best->ms < 0.98 * t.default_ms) {
       GemmAlgoConfig cfg;

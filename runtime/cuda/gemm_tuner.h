@@ -35,8 +35,8 @@ kernels::cuda::GemmCandidates time_gemm(Context& ctx, const kernels::cuda::GemmA
 size_t gemm_scratch_bytes(const GemmKey& k);
 kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& k, void* scratch, int candidates,
                                                    int reps);
-// The fastest candidate that agrees with cuBLAS, or null when there is none.
-const kernels::cuda::GemmCandidate* fastest(const kernels::cuda::GemmCandidates& t);
+// The fastest candidate that agrees with cuBLAS: kernels::cuda::fastest_agreeing (plain C++, tested
+// on the CPU).
 
 // scratch: device memory nothing else uses during the call (the arena, before recording).
 // Shapes already in the table keep their choice when this cuBLAS and GPU can run it (a table
