@@ -32,7 +32,7 @@
 # cuBLAS's own kernels may draw reports),
 # sanitize-ops (the op-level kernels the other steps miss, under all four tools),
 # mutants-gpu (scripts/mutants.sh --gpu: the CUDA kernels' mutants against the one-GPU suites, in its own
-# scratch build under $TMPDIR/dflash-mutants-gpu; MUTANTS_WORDS="WORD ..." selects by name, MUTANTS_BUDGET_S (default 440)
+# scratch build under $TMPDIR/dflash-mutants-gpu; MUTANTS_WORDS="WORD ..." selects by name or "#A-B" by number, MUTANTS_BUDGET_S (default 440)
 # stops starting new ones; a mutant cut by the budget fails the step, exit 3),
 # racecheck-probe (scripts/probes/: which feature of the CE row kernel racecheck could not handle),
 # inventory-all, inventory-tools, sanitizer-coverage (the kernels the one-GPU suites launch, those each tool's
