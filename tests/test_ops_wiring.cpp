@@ -117,6 +117,7 @@ TEST_SUITE("ops-wiring") {
     CHECK(ops::dflash_attention_all_tiles(1, 1, 4, 8) == 1 * 4 * (1 + 4));
     CHECK(ops::dflash_attention_all_tiles(3, 0, 2, 16) == 3 * 2 * (0 + 2));
   }
+
   TEST_CASE("swiglu backward: up's gradient takes up's storage when only gate is still held, and gate's the other way") {
     // The planned arena of linear -> swiglu -> loss -> backward with the caller holding gate, up,
     // both or neither: a dead input lends its storage to its own gradient, so holding only one
