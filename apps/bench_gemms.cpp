@@ -41,7 +41,7 @@ int time_gemm_shapes(Context& ctx, const std::vector<std::pair<GemmShape, int64_
     const kernels::cuda::GemmCandidates t = time_gemm_on_scratch(ctx, key, scratch, candidates, reps);
     ctx.synchronize();
     cuda_backend::free(dev, scratch);
-    const kernels::cuda::GemmCandidate* best = fastest(t);
+    const kernels::cuda::GemmCandidate* best = kernels::cuda::fastest_agreeing(t);
     const double best_ms = best ? std::min(best->ms, t.default_ms) : t.default_ms;
     const double save = double(calls) * (t.default_ms - best_ms);
     size_t refused = 0;
