@@ -235,3 +235,4 @@ mutant "GEMM tuner: the fastest candidate picked even when cuBLAS's check refuse
 # --- The twenty-ninth session's mutants: the ops' wiring, then the model, data and trainer files ---
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-ops.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-model.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-ops-kernels.sh"
