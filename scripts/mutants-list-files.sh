@@ -236,3 +236,4 @@ mutant "GEMM tuner: the fastest candidate picked even when cuBLAS's check refuse
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-ops.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-model.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-ops-kernels.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-thin.sh"
