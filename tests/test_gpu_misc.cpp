@@ -6,8 +6,8 @@
 #ifdef DFLASH_CUDA
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "graphs/program.h"
@@ -33,16 +33,7 @@ std::vector<uint16_t> bf16_bits(const Tensor& t) {
   t.copy_to_host(b.data(), b.size() * 2);
   return b;
 }
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+float float_of(uint32_t u) { return std::bit_cast<float>(u); }
 
 // ---- causal attention ----
 

@@ -1,9 +1,9 @@
 // Logic written inline in headers (bf16/f16 conversions, shapes, tensors, contexts, splitmix64, seeds, step
 // results, config defaults), the drafter's parameter list and the cluster's CPU-build refusal, checked against
 // values written by hand: IEEE bit patterns, docs/config.md's defaults, splitmix64's published first outputs.
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,16 +24,8 @@ using namespace dflash;
 using namespace dflash::test;
 
 namespace {
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
+uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
 }  // namespace
 
 TEST_SUITE("inline-wiring") {
