@@ -136,22 +136,32 @@ TEST_SUITE("checkpoint") {
       }
   }
 
-  TEST_CASE("a recomputation that takes fewer kept results than its first run put is refused as impure") {
+  TEST_CASE("a recomputation that takes fewer or more kept results than its first run put is refused as impure") {
     CpuRuntime rt;
     Tensor x = param({2, 3}, 1), w = param({4, 3}, 2);
-    auto segment = [&](const std::vector<Tensor>& in, CheckpointStash& stash) {
-      Tensor y = ops::linear(in[0], w);
-      if (!stash.replaying()) {
-        stash.put({y});
-        stash.put({y});
-      } else {
-        stash.take();
-      }
-      return std::vector<Tensor>{y};
+    // The first run puts `puts` kept results; the recomputation takes `takes` of them.
+    auto backward_of = [&](int puts, int takes) {
+      auto segment = [&, puts, takes](const std::vector<Tensor>& in, CheckpointStash& stash) {
+        Tensor y = ops::linear(in[0], w);
+        for (int i = 0; i < (stash.replaying() ? takes : puts); ++i) {
+          if (stash.replaying()) stash.take();
+          else stash.put({y});
+        }
+        return std::vector<Tensor>{y};
+      };
+      std::vector<Tensor> o = checkpoint_with_stash("impure", segment, {x});
+      backward(ops::sum(o[0]));
     };
-    std::vector<Tensor> o = checkpoint_with_stash("impure", segment, {x});
-    CHECK_THROWS_WITH_AS(backward(ops::sum(o[0])),
-                         doctest::Contains("checkpoint 'impure': the recomputation took 1 of the 2 kept results"), Error);
+    SUBCASE("fewer") {
+      CHECK_THROWS_WITH_AS(backward_of(2, 1),
+                           doctest::Contains("checkpoint 'impure': the recomputation took 1 of the 2 kept results"), Error);
+    }
+    SUBCASE("more") {
+      CHECK_THROWS_WITH_AS(backward_of(1, 2),
+                           doctest::Contains("checkpoint stash: take() without a matching put() in the first run (1 kept)"),
+                           Error);
+    }
+    SUBCASE("as many: accepted") { CHECK_NOTHROW(backward_of(2, 2)); }
   }
 }
 

@@ -225,23 +225,6 @@ TEST_SUITE("state-wiring") {
     CHECK_ERROR(check_decode_prompt({1, 2}, 0, 10, 100, 0, "d"), "d: max_new_tokens is 0; it must be >= 1");
   }
 
-  TEST_CASE("checkpoint stash: a recomputation that takes more kept results than its first run put is refused") {
-    CpuRuntime rt;
-    Tensor x = param({2, 3}, 1), w = param({4, 3}, 2);
-    auto segment = [&](const std::vector<Tensor>& in, CheckpointStash& stash) {
-      Tensor y = ops::linear(in[0], w);
-      if (!stash.replaying()) {
-        stash.put({y});
-      } else {
-        stash.take();
-        stash.take();
-      }
-      return std::vector<Tensor>{y};
-    };
-    std::vector<Tensor> o = checkpoint_with_stash("greedy", segment, {x});
-    CHECK_ERROR(backward(ops::sum(o[0])), "checkpoint stash: take() without a matching put() in the first run (1 kept)");
-  }
-
   TEST_CASE("checkpoint stash: kept values that are a view (rows 2 and 3 of a tensor) are adopted at their offset") {
     CpuRuntime rt;
     const Tensor base = randn(Shape{4, 3}, 5), x = randn(Shape{2, 5}, 6), w = randn(Shape{3, 5}, 7);
