@@ -1,7 +1,7 @@
 // The target's causal attention on cuDNN's fused flash attention against the CPU reference
 // (kernels/cpu/causal_attention.cpp), next to dflash's own kernel on the same cases; the cuDNN
 // path's determinism, a recording replaying bit for bit like eager, the refusal to build a plan
-// inside a capture, which calls stay on dflash's kernel, the line that says which one runs, and
+// inside a capture, a plan per shape and softmax scale, which calls stay on dflash's kernel, the line that says which one runs, and
 // every plan DFLASH_CUDNN_SDPA_PLAN may choose.
 // Suite "gpu-cudnn": it needs a GPU and a build with the cuDNN path, and fails without either.
 #ifdef DFLASH_CUDA
@@ -35,6 +35,7 @@ namespace {
 
 struct Case {
   int64_t B, S, nh, nkv, hd;
+  float scale = 0;  // the softmax scale; 0: 1/sqrt(hd)
 };
 struct Inputs {
   std::vector<float> q, k, v;
@@ -43,7 +44,7 @@ Inputs inputs(const Case& c, uint64_t seed) {
   return {random_floats(size_t(c.B * c.S * c.nh * c.hd), seed), random_floats(size_t(c.B * c.S * c.nkv * c.hd), seed + 1),
           random_floats(size_t(c.B * c.S * c.nkv * c.hd), seed + 2)};
 }
-float scale_of(const Case& c) { return float(1.0 / std::sqrt(double(c.hd))); }
+float scale_of(const Case& c) { return c.scale != 0 ? c.scale : float(1.0 / std::sqrt(double(c.hd))); }
 
 struct Run {
   std::vector<float> out;
@@ -81,7 +82,7 @@ constexpr double kTolerance = 2e-2;  // max |gpu - cpu| / max |cpu|, as gpu-misc
 
 std::string describe(const Case& c) {
   std::ostringstream s;
-  s << "B " << c.B << " S " << c.S << " heads " << c.nh << "/" << c.nkv << " hd " << c.hd;
+  s << "B " << c.B << " S " << c.S << " heads " << c.nh << "/" << c.nkv << " hd " << c.hd << " scale " << scale_of(c);
   return s.str();
 }
 
@@ -145,6 +146,15 @@ TEST_SUITE("gpu-cudnn") {
     REQUIRE_CUDNN();
     Backends be;
     check_both(be, Case{1, 1000, 32, 8, 128}, true);
+  }
+
+  TEST_CASE("a cuDNN plan serves one shape and softmax scale: one context alternating two lengths and two scales "
+            "equals the CPU on each call") {
+    REQUIRE_CUDNN();
+    Backends be;
+    for (const Case& c : {Case{2, 129, 8, 2, 128}, Case{2, 129, 8, 2, 128, 0.5f}, Case{2, 150, 8, 2, 128},
+                          Case{2, 129, 8, 2, 128}, Case{2, 150, 8, 2, 128, 0.5f}})
+      check_both(be, c, true);
   }
 
   TEST_CASE("shapes cuDNN may refuse still equal the CPU, on whichever implementation runs them") {

@@ -418,6 +418,17 @@ TEST_SUITE("gpu-optimizer") {
     const GemmTuning again = tune_gemms(ctx, scratch.raw(), size_t(8) << 20, 2);
     CHECK(again.timed == 0);
     CHECK(again.dropped == 0);
+    // With no candidate fast enough (min_gain 1), every shape is still decided: cuBLAS's own
+    // algorithm is recorded, and tuning again times nothing.
+    for (const GemmKey& k : ctx.planned_gemms()) ctx.gemm_table().erase(k);
+    const GemmTuning none = tune_gemms(ctx, scratch.raw(), size_t(8) << 20, 2, 1.0);
+    CHECK(none.timed == none.shapes);
+    CHECK(none.chosen == 0);
+    for (const GemmKey& k : ctx.planned_gemms()) {
+      REQUIRE(ctx.gemm_table().find(k));
+      CHECK(is_cublas_default(*ctx.gemm_table().find(k)));
+    }
+    CHECK(tune_gemms(ctx, scratch.raw(), size_t(8) << 20, 2).timed == 0);
     kernels::cuda::GemmArgs probe{160, 192, 256, x.raw(), 256, false, w.raw(), 256, true, out.raw(), 192, 1.0f, 0.0f,
                                   true, true};
     const Tensor check = Tensor::persistent({int64_t(kernels::cuda::gemm_check_bytes(probe))}, DType::u8);

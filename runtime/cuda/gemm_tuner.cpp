@@ -58,7 +58,7 @@ kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& 
   return time_gemm(ctx, args_of(k, A, B, C), candidates, reps, C + c_bytes(k));
 }
 
-GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int reps) {
+GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int reps, double min_gain) {
   const auto t0 = std::chrono::steady_clock::now();
   GemmTuning r;
   r.shapes = ctx.planned_gemms().size();
@@ -74,7 +74,7 @@ GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int rep
     ++r.timed;
     const kernels::cuda::GemmCandidate* best = kernels::cuda::fastest_agreeing(t);
     for (const kernels::cuda::GemmCandidate& c : t.candidates) r.wrong += c.agrees ? 0 : 1;
-    if (best && best->ms < 0.98 * t.default_ms) {
+    if (best && best->ms < (1.0 - min_gain) * t.default_ms) {
       GemmAlgoConfig cfg;
       std::copy(best->config_values, best->config_values + 9, cfg.begin());
       ctx.gemm_table().set(k, cfg);

@@ -40,7 +40,8 @@ kernels::cuda::GemmCandidates time_gemm_on_scratch(Context& ctx, const GemmKey& 
 
 // scratch: device memory nothing else uses during the call (the arena, before recording).
 // Shapes already in the table keep their choice when this cuBLAS and GPU can run it (a table
-// saved elsewhere may hold one they cannot: it is dropped and the shape tuned again).
-GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int reps = 5);
+// saved elsewhere may hold one they cannot: it is dropped and the shape tuned again). A candidate
+// is chosen only when it takes less than (1 - min_gain) of cuBLAS's time; min_gain 1 chooses none.
+GemmTuning tune_gemms(Context& ctx, void* scratch, size_t scratch_bytes, int reps = 5, double min_gain = 0.02);
 
 }  // namespace dflash
