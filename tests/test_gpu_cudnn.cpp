@@ -1,8 +1,8 @@
 // The target's causal attention on cuDNN's fused flash attention against the CPU reference
 // (kernels/cpu/causal_attention.cpp), next to dflash's own kernel on the same cases; the cuDNN
 // path's determinism, a recording replaying bit for bit like eager, the refusal to build a plan
-// inside a capture, a plan per shape and softmax scale, which calls stay on dflash's kernel, the line that says which one runs, and
-// every plan DFLASH_CUDNN_SDPA_PLAN may choose.
+// inside a capture, a plan per shape and softmax scale, which calls stay on dflash's kernel, the
+// line that says which one runs, and every plan DFLASH_CUDNN_SDPA_PLAN may choose.
 // Suite "gpu-cudnn": it needs a GPU and a build with the cuDNN path, and fails without either.
 #ifdef DFLASH_CUDA
 #include <fcntl.h>
