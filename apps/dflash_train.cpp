@@ -4,7 +4,7 @@
 //   dflash-train hidden --config FILE [...]        target features -> hidden-state shards (offline mode)
 //   dflash-train eval --config FILE --drafter DIR  every valid anchor of data.eval
 //   dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]
-//                                                  greedy speculative decoding: the real tau and speedup
+//                     [--output FILE.jsonl]        greedy speculative decoding: the real tau and speedup
 //   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32]
 #include <cstdio>
 #include <cstring>
@@ -24,12 +24,12 @@ const char* kUsage =
     "       dflash-train hidden  --config FILE [--section.key=value ...]\n"
     "       dflash-train eval    --config FILE --drafter DIR [--section.key=value ...]\n"
     "       dflash-train spec    --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]\n"
-    "                            [--section.key=value ...]\n"
+    "                            [--output FILE.jsonl] [--section.key=value ...]\n"
     "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32]\n";
 
 struct Args {
   std::string command = "train";
-  std::string config, drafter, checkpoint, out, dtype = "bf16", prompts, max_new_tokens;
+  std::string config, drafter, checkpoint, out, dtype = "bf16", prompts, max_new_tokens, output;
   std::vector<std::string> overrides;
 };
 
@@ -65,6 +65,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--out" || s.rfind("--out=", 0) == 0) a.out = value("--out");
     else if (s == "--dtype" || s.rfind("--dtype=", 0) == 0) a.dtype = value("--dtype");
     else if (s == "--prompts" || s.rfind("--prompts=", 0) == 0) a.prompts = value("--prompts");
+    else if (s == "--output" || s.rfind("--output=", 0) == 0) a.output = value("--output");
     else if (s == "--max-new-tokens" || s.rfind("--max-new-tokens=", 0) == 0) a.max_new_tokens = value("--max-new-tokens");
     else if (s.rfind("--", 0) == 0 && s.find('=') != std::string::npos) a.overrides.push_back(s.substr(2));
     else usage_error("unexpected argument '" + s + "' (overrides are written --section.key=value)");
@@ -76,8 +77,8 @@ Args parse(int argc, char** argv) {
   }
   if ((a.command == "eval" || a.command == "spec") && a.drafter.empty())
     usage_error(a.command + " needs --drafter DIR (an export or checkpoints/step-N)");
-  if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty()))
-    usage_error("--prompts and --max-new-tokens belong to the spec command");
+  if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty() || !a.output.empty()))
+    usage_error("--prompts, --max-new-tokens and --output belong to the spec command");
   return a;
 }
 // --max-new-tokens must be a whole number >= 1.
@@ -85,6 +86,7 @@ SpecCommandOptions spec_options(const Args& a) {
   SpecCommandOptions o;
   o.drafter = a.drafter;
   o.prompts = a.prompts;
+  o.output = a.output;
   if (!a.max_new_tokens.empty()) {
     size_t used = 0;
     long long v = 0;

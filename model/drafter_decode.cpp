@@ -58,9 +58,11 @@ void DrafterDecoder::append_context(const Tensor& features, const Tensor& at, co
 Tensor DrafterDecoder::block(const Tensor& ids, const Tensor& start) const {
   const DrafterSpec& s = drafter_.spec();
   const ParameterStore& p = drafter_.params();
-  const int64_t bs = s.block_size, nh = s.num_attention_heads, nkv = s.num_key_value_heads, hd = s.head_dim;
-  DF_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.numel() == bs,
-           "DrafterDecoder::block: ids is " << ids.describe() << " but must be i32 [" << bs << "] (one block)");
+  const int64_t nh = s.num_attention_heads, nkv = s.num_key_value_heads, hd = s.head_dim;
+  DF_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.numel() >= 1 && ids.numel() <= s.block_size,
+           "DrafterDecoder::block: ids is " << ids.describe() << " but must be i32 [L], 1 <= L <= " << s.block_size
+                                            << " (one block)");
+  const int64_t bs = ids.numel();
   NoGrad no_grad;
   const float eps = float(s.rms_norm_eps), scale = float(1.0 / std::sqrt(double(hd)));
   const Tensor pos = ops::arange_from(start, bs);  // (bs): start + k
@@ -78,8 +80,8 @@ Tensor DrafterDecoder::block(const Tensor& ids, const Tensor& start) const {
     ops::copy_(vc.rows(capacity_, capacity_ + bs), v);
     // Training's attention with one block (N = 1) anchored at start over capacity_ context keys:
     // context keys j < start, then the whole block.
-    ops::Attention a = ops::dflash_attention(q.reshape({1, bs, nh, hd}), kc.reshape({1, capacity_ + bs, nkv, hd}),
-                                             vc.reshape({1, capacity_ + bs, nkv, hd}), anchor, keep_, capacity_, bs, scale);
+    ops::Attention a = ops::dflash_attention(q.reshape({1, bs, nh, hd}), kc.rows(0, capacity_ + bs).reshape({1, capacity_ + bs, nkv, hd}),
+                                             vc.rows(0, capacity_ + bs).reshape({1, capacity_ + bs, nkv, hd}), anchor, keep_, capacity_, bs, scale);
     Tensor h1 = ops::add(h, ops::linear_rowwise(a.out.reshape({bs, nh * hd}), p.get(P(l, "self_attn.o_proj.weight"))));
     Tensor y = ops::rmsnorm(h1, p.get(P(l, "post_attention_layernorm.weight")), eps);
     Tensor mlp = ops::swiglu(ops::linear_rowwise(y, p.get(P(l, "mlp.gate_proj.weight"))),

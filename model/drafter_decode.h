@@ -21,7 +21,9 @@ class DrafterDecoder {
   // Target features [R, F*H] of positions at .. at+R-1 (at i32 [1]); the first count (i32 [1],
   // or undefined for R) rows become context: their K/V are written into every layer's cache.
   void append_context(const Tensor& features, const Tensor& at, const Tensor& count) const;
-  // ids i32 [bs] at positions start .. start+bs-1 (start i32 [1]) -> [bs, H] after the final norm.
+  // ids i32 [L] at positions start .. start+L-1 (start i32 [1]) -> [L, H] after the final norm, for
+  // a block of L <= bs tokens (L < bs: the shortened last block of a decode whose budget ends
+  // inside a block; its queries see the context and the L block keys, as if bs were L).
   Tensor block(const Tensor& ids, const Tensor& start) const;
 
   const DrafterSpec& spec() const { return drafter_.spec(); }

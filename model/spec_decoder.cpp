@@ -78,7 +78,9 @@ SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* dra
   engine_ = std::make_unique<Engine>(*ctx_);
   engine_->add("spec/prefill", Bucket{P, 0, 1}, [this](bool) { prefill_body(); }, false);
   if (drafter) {
-    engine_->add("spec/draft", Bucket{bs, 1, 1}, [this](bool) { draft_body(); }, false);
+    engine_->add("spec/draft", Bucket{bs, 1, 1}, [this, bs](bool) { draft_body(bs); }, false);
+    for (int64_t L = 2; L < bs; ++L)
+      engine_->add("spec/draft-" + std::to_string(L), Bucket{L, 1, 1}, [this, L](bool) { draft_body(L); }, false);
     engine_->add("spec/verify", Bucket{bs, 0, 1}, [this](bool) { verify_body(); }, false);
   }
   engine_->add("spec/step", Bucket{1, 0, 1}, [this](bool) { step_body(); }, false);
@@ -90,6 +92,8 @@ SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* dra
   if (drafter) {
     draft_ = &engine_->program("spec/draft");
     verify_ = &engine_->program("spec/verify");
+    short_drafts_.assign(size_t(bs), nullptr);
+    for (int64_t L = 2; L < bs; ++L) short_drafts_[size_t(L)] = &engine_->program("spec/draft-" + std::to_string(L));
   }
 }
 
@@ -124,15 +128,18 @@ void SpecDecoder::prefill_body() const {
 }
 
 // The drafter's pass over one block: the last round's accepted positions become context, then
-// block = [token, mask...] is drafted and its slots 1..bs-1 filled with the drafter's argmax.
-void SpecDecoder::draft_body() const {
+// block = [token, mask...] is drafted and its slots 1..L-1 filled with the drafter's argmax (a
+// block of `length` L <= bs tokens; slots L.. keep the mask id, and the host ignores them).
+void SpecDecoder::draft_body(int64_t length) const {
   NoGrad no_grad;
+  const int64_t bs = block_size();
   spec::make_block(state_, int32_t(drafter_->spec().mask_token_id), block_);
   drafter_dec_->append_context(pending_features_, field(spec::field::ctx_at), field(spec::field::ctx_count));
-  Tensor out = drafter_dec_->block(block_, field(spec::field::start));              // (bs, H)
-  Tensor logits = ops::linear_rowwise(out, target_.lm_head(), DType::f32);            // (bs, V)
-  if (draft_logits_.defined()) ops::copy_(draft_logits_, logits);
-  spec::fill_block(ops::argmax_rows(logits).index, block_);
+  const Tensor block = length == bs ? block_ : block_.rows(0, length);
+  Tensor out = drafter_dec_->block(block, field(spec::field::start));              // (L, H)
+  Tensor logits = ops::linear_rowwise(out, target_.lm_head(), DType::f32);           // (L, V)
+  if (draft_logits_.defined() && length == bs) ops::copy_(draft_logits_, logits);
+  spec::fill_block(ops::argmax_rows(logits).index, block);
   draft_io_.stage_out();
 }
 
@@ -196,10 +203,13 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
   if (with_drafter) {
     std::vector<int32_t> r(size_t(spec::kSpecRoundHeader + bs));
     int64_t start = n;
-    size_t checked = size_t(n);
-    bool stopped = false;
-    while (start < end && !stopped) {
-      run(draft_, [this] { draft_body(); });
+    bool stopped = is_stop(head[0]);
+    while (start + 1 < end && !stopped) {
+      // The verify pass always covers bs slots: it is causal, so slots < L see only the block's
+      // first L tokens, and the host counts no more than L - 1 drafts.
+      const int64_t length = std::min(bs, end - start);
+      const Program* draft = length < bs && opt_.graphs ? short_drafts_[size_t(length)] : draft_;
+      run(draft, [this, length] { draft_body(length); });
       run(verify_, [this] { verify_body(); });
       ctx_->synchronize();
       verify_io_.result("round_result").copy_to_host(r.data(), r.size() * sizeof(int32_t));
@@ -211,14 +221,26 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
                                                                               << ", out[" << start << "] = "
                                                                               << d.output[size_t(start)]
                                                                               << "); this is a bug, please report it");
-      d.rounds.push_back({start, std::vector<int32_t>(block + 1, block + bs), a + 1});
-      d.output.insert(d.output.end(), block + 1, block + 1 + a);
-      d.output.push_back(bonus);
-      start += a + 1;
+      // A short block's slots from L on are not drafts: a counts at most L - 1 of them. Whenever
+      // the device's a + 1 differs from what is produced, decoding ends with this round, so the
+      // device state (advanced by a + 1) is never used again.
+      const int64_t accepted = std::min<int64_t>(a, length - 1) + 1;
+      // (A capped a means every draft of the short block was accepted; the budget then ends before
+      // the bonus, which is not needed.)
+      std::vector<int32_t> committed(block + 1, block + accepted);  // the accepted drafts, then the bonus
+      if (accepted == a + 1) committed.push_back(bonus);
+      int64_t produced = std::min(accepted, end - start - 1);
+      for (int64_t k = 0; k < produced; ++k)
+        if (is_stop(committed[size_t(k)])) {
+          produced = k + 1;
+          stopped = true;
+          break;
+        }
+      d.rounds.push_back({start, std::vector<int32_t>(block + 1, block + length), accepted, produced});
+      d.output.insert(d.output.end(), committed.begin(), committed.begin() + produced);
+      start += produced;
       ++d.passes;
-      for (; checked < d.output.size(); ++checked) stopped = stopped || is_stop(d.output[checked]);
     }
-    d.output.resize(size_t(std::min(start + 1, end)));
   } else {
     d.margins.push_back(from_bits(head[1]));
     d.logits.push_back(from_bits(head[2]));
@@ -249,7 +271,7 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
 void SpecDecoder::replay_round() {
   DF_CHECK(drafter_, "SpecDecoder::replay_round: this decoder was built without a drafter");
   ContextScope scope(*ctx_);
-  run(draft_, [this] { draft_body(); });
+  run(draft_, [this] { draft_body(block_size()); });
   run(verify_, [this] { verify_body(); });
   ctx_->synchronize();
 }
@@ -269,7 +291,7 @@ void SpecDecoder::set_position(int64_t position) {
 void SpecDecoder::replay_draft() {
   DF_CHECK(drafter_, "SpecDecoder::replay_draft: this decoder was built without a drafter");
   ContextScope scope(*ctx_);
-  run(draft_, [this] { draft_body(); });
+  run(draft_, [this] { draft_body(block_size()); });
   ctx_->synchronize();
 }
 

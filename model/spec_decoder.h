@@ -29,8 +29,11 @@ struct SpecDecoderOptions {
 
 struct SpecRound {
   int64_t start = 0;            // the block's first position
-  std::vector<int32_t> draft;   // the bs - 1 drafted tokens
+  std::vector<int32_t> draft;   // the drafted tokens: bs - 1, or L - 1 in a shortened last block of L
   int64_t accepted = 0;         // a + 1
+  // The tokens the round put into the output (the reference's count): a + 1, but at most the
+  // budget left after the bonus (n + max_new - start - 1), and cut after a stop token.
+  int64_t produced = 0;
 };
 
 struct Decoded {
@@ -53,7 +56,10 @@ class SpecDecoder {
   SpecDecoder(const SpecDecoder&) = delete;
   SpecDecoder& operator=(const SpecDecoder&) = delete;
 
-  // Greedy decoding of one prompt: with the drafter (speculative) or by the target alone. Bad
+  // Greedy decoding of one prompt: with the drafter (speculative) or by the target alone. As z-lab's
+  // dflash_generate: rounds run while start + 1 < n + max_new and nothing is stopped (a prefill
+  // token that is a stop id ends decoding before any round), and the last block is shortened to
+  // the budget left (L = n + max_new - start < bs: the drafter sees an L-token block). Bad
   // input (an empty prompt, ids outside the vocabulary, more than max_len positions) is refused
   // with a message that names it.
   Decoded decode(const std::vector<int32_t>& prompt, int64_t max_new, const std::vector<int32_t>& stop_ids,
@@ -76,7 +82,7 @@ class SpecDecoder {
 
  private:
   void prefill_body() const;
-  void draft_body() const;
+  void draft_body(int64_t length) const;
   void verify_body() const;
   void step_body() const;
   template <class Body>
@@ -94,6 +100,7 @@ class SpecDecoder {
   Tensor prefill_result_, round_result_, step_result_, draft_logits_;
   std::unique_ptr<Engine> engine_;
   const Program *prefill_ = nullptr, *draft_ = nullptr, *verify_ = nullptr, *step_ = nullptr;
+  std::vector<const Program*> short_drafts_;  // [L] for L = 2 .. bs-1: the shortened last blocks' drafts
 };
 
 // Checks one prompt for decode: non-empty, ids in [0, vocab), prompt + max_new within max_len

@@ -1,5 +1,9 @@
 // Shared by the speculative-decoding tests: the golden case (tests/golden/dflash-spec) loaded
 // for the decoder (target, drafter, prompts, expected outputs and rounds), on the CPU or a GPU.
+// Two references of one decoding: expected.json (a float64 loop that runs a round while
+// start < n + max_new, with full blocks, and counts a + 1) gives every full-block round's drafts
+// and a + 1; expected_zlab_0_1.json (z-lab's dflash_generate, the counting rule we follow) gives
+// which rounds run and the tokens each produced.
 #pragma once
 #include <unistd.h>
 
@@ -19,12 +23,13 @@ namespace dflash::test {
 
 struct GoldenSpecCase {
   std::vector<int32_t> prompt, output;
-  std::vector<SpecRound> rounds;
-  double tau = 0;
+  std::vector<SpecRound> rounds;     // expected.json's: start, drafts and a + 1 of full-block rounds
+  std::vector<int64_t> produced;     // the reference package's tokens per round
+  double tau = 0;                    // the reference package's: the mean of produced
 };
 
 struct GoldenSpec {
-  nlohmann::json expected;
+  nlohmann::json expected, zlab;
   std::vector<GoldenSpecCase> cases;
   int64_t max_new = 0;
 };
@@ -32,12 +37,17 @@ struct GoldenSpec {
 inline GoldenSpec read_golden_spec() {
   GoldenSpec g;
   g.expected = nlohmann::json::parse(read_file_text(golden_spec_dir() / "expected.json"));
+  g.zlab = nlohmann::json::parse(read_file_text(golden_spec_dir() / "expected_zlab_0_1.json"));
   g.max_new = g.expected.at("max_new_tokens").get<int64_t>();
-  for (const auto& c : g.expected.at("cases")) {
+  REQUIRE(g.zlab.at("cases").size() == g.expected.at("cases").size());
+  for (size_t i = 0; i < g.expected.at("cases").size(); ++i) {
+    const auto& c = g.expected.at("cases")[i];
+    const auto& z = g.zlab.at("cases")[i];
     GoldenSpecCase gc;
     gc.prompt = c.at("prompt").get<std::vector<int32_t>>();
     gc.output = c.at("output").get<std::vector<int32_t>>();
-    gc.tau = c.at("tau").get<double>();
+    gc.tau = z.at("tau").get<double>();
+    gc.produced = z.at("produced_per_round").get<std::vector<int64_t>>();
     for (const auto& r : c.at("rounds"))
       gc.rounds.push_back({r.at("start").get<int64_t>(), r.at("draft").get<std::vector<int32_t>>(),
                            r.at("accepted").get<int64_t>()});

@@ -52,7 +52,7 @@ TEST_SUITE("gpu-spec") {
       while (k < c.output.size() && k < spec.output.size() && spec.output[k] == c.output[k]) ++k;
       matched += int64_t(k - c.prompt.size());
       total += int64_t(c.output.size() - c.prompt.size());
-      same_rounds += spec.rounds.size() == c.rounds.size() ? 1 : 0;
+      same_rounds += spec.rounds.size() == c.produced.size() ? 1 : 0;
       MESSAGE("prompt " << i << ": " << k - c.prompt.size() << " of " << c.output.size() - c.prompt.size()
                         << " golden tokens reproduced");
       // The first round's block is [prefill token, mask...]: comparable when the prefill token is the golden one.

@@ -89,8 +89,8 @@ TEST_SUITE("spec") {
     // Two prompts, timed: TPOT with the drafter 1.0/10 and 0.2/4 s (mean 0.075), alone 2.0/10 and
     // 0.8/4 s (mean 0.2); the second prompt differs within the tolerance.
     SpecPromptResult a, b;
-    a.new_tokens = 10, a.accepted = {3, 3, 4}, a.spec_s = 1.0, a.target_s = 2.0;
-    b.new_tokens = 4, b.accepted = {4}, b.spec_s = 0.2, b.target_s = 0.8, b.first_difference = 7;
+    a.new_tokens = 10, a.produced = {3, 3, 4}, a.spec_s = 1.0, a.target_s = 2.0;
+    b.new_tokens = 4, b.produced = {4}, b.spec_s = 0.2, b.target_s = 0.8, b.first_difference = 7;
     SpecFigures f = summarize_spec({a, b}, 4);
     CHECK(f.timed);
     CHECK(f.tokens_per_s == doctest::Approx(1 / 0.075).epsilon(1e-12));
@@ -116,17 +116,17 @@ TEST_SUITE("spec") {
     TempDir tmp("spec-cmd");
     SpecRun r = capture_spec(spec_config(tmp), golden_options());
     const SpecFigures& f = r.figures;
-    CHECK(f.tau == doctest::Approx(1.546791).epsilon(1e-6));
-    CHECK(f.tau_micro == doctest::Approx(1.273438).epsilon(1e-6));
-    CHECK(f.accept_length == doctest::Approx((40.0 / 14 + 40.0 / 37 + 40.0 / 40 + 40.0 / 37) / 4).epsilon(1e-9));
-    CHECK(f.rounds == 128);
+    CHECK(f.tau == doctest::Approx(1.480775).epsilon(1e-6));
+    CHECK(f.tau_micro == doctest::Approx(1.238095).epsilon(1e-6));
+    CHECK(f.accept_length == doctest::Approx((40.0 / 14 + 40.0 / 37 + 40.0 / 39 + 40.0 / 36) / 4).epsilon(1e-9));
+    CHECK(f.rounds == 126);
     CHECK(f.new_tokens == 160);
     CHECK(f.block_size == 4);  // the export's, not drafter.block_size = 16 of the config
     REQUIRE(f.histogram.size() == 4);
     GoldenSpec g = read_golden_spec();
     std::vector<int64_t> want(4, 0);
     for (const GoldenSpecCase& c : g.cases)
-      for (const SpecRound& round : c.rounds) ++want[size_t(round.accepted - 1)];
+      for (int64_t p : c.produced) ++want[size_t(p - 1)];
     CHECK(f.histogram == want);
     for (size_t i = 0; i < g.cases.size(); ++i) CHECK(f.prompt_tau[i] == doctest::Approx(g.cases[i].tau).epsilon(1e-12));
     CHECK(f.timed);
@@ -138,14 +138,14 @@ TEST_SUITE("spec") {
     std::vector<std::string> lines = r.lines();
     REQUIRE(!lines.empty());
     json last = json::parse(lines.back());
-    CHECK(last.at("tau").get<double>() == doctest::Approx(1.546791).epsilon(1e-6));
-    CHECK(last.at("tau_micro").get<double>() == doctest::Approx(1.273438).epsilon(1e-6));
+    CHECK(last.at("tau").get<double>() == doctest::Approx(1.480775).epsilon(1e-6));
+    CHECK(last.at("tau_micro").get<double>() == doctest::Approx(1.238095).epsilon(1e-6));
     CHECK(last.at("histogram") == json(want));
     CHECK(last.at("lossless").get<bool>());
     for (const char* key : {"accept_length", "tokens_per_s", "tokens_per_s_target", "speedup", "prompt_tau"})
       CHECK(last.contains(key));
     CHECK(r.out.find("prompt 1/4 (" + (golden_spec_dir() / "prompts.jsonl").string() + ":1): 4 + 40 tokens, 14 rounds, "
-                     "tau 3.0000, accept length 2.8571") != std::string::npos);
+                     "tau 2.7857, accept length 2.8571") != std::string::npos);
     CHECK(r.out.find("note: the drafter's block size 4") != std::string::npos);
     CHECK(r.out.find("lossless: every output equals the target's own greedy decoding") != std::string::npos);
   }
@@ -167,13 +167,13 @@ TEST_SUITE("spec") {
     o.prompts.clear();
     SpecRun r = capture_spec(spec_config(tmp, "", {}, "eval = \"" + (tmp / "eval.jsonl").string() + "\"\n"), o);
     CHECK(r.figures.prompts == 4);
-    CHECK(r.figures.tau == doctest::Approx(1.546791).epsilon(1e-6));
+    CHECK(r.figures.tau == doctest::Approx(1.480775).epsilon(1e-6));
     CHECK(r.out.find("prompts: 4 from " + (tmp / "eval.jsonl").string() +
                      " (each cut before its first loss_mask = 1); 1 sequences without a prompt part skipped") !=
           std::string::npos);
     // A prompts file of training-data lines: each is cut the same way.
     o.prompts = tmp / "prompts.jsonl";
-    CHECK(capture_spec(spec_config(tmp), o).figures.tau == doctest::Approx(1.546791).epsilon(1e-6));
+    CHECK(capture_spec(spec_config(tmp), o).figures.tau == doctest::Approx(1.480775).epsilon(1e-6));
     o.prompts.clear();
     // No --prompts and no data.eval: refused with the fix.
     CHECK_ERROR(capture_spec(spec_config(tmp), o), "spec needs prompts: pass --prompts FILE.jsonl, or set data.eval");

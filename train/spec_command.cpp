@@ -3,6 +3,7 @@
 // outputs agree, and print the figures (the last line is JSON).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 
 #include "model/target.h"
 #include "runtime/context.h"
@@ -95,11 +96,34 @@ SpecFigures run_spec(const Config& cfg, const SpecCommandOptions& o) {
   decoder.decode(prompts[0].ids, warm, stop, true);
   decoder.decode(prompts[0].ids, warm, stop, false);
 
+  // --output: opened before decoding (a bad path fails at once); a whole line per prompt, flushed,
+  // written to a temporary name and renamed at the end, so an interrupted run leaves no torn file.
+  std::ofstream records;
+  const fs::path records_tmp = o.output.string() + ".tmp";
+  if (!o.output.empty()) {
+    records.open(records_tmp, std::ios::trunc);
+    DF_CHECK(records, "--output " << o.output.string() << ": cannot write " << records_tmp.string()
+                                  << "; fix: choose a path in an existing, writable folder");
+  }
   const bool exact = device.is_cpu();
   std::vector<SpecPromptResult> results;
   for (size_t i = 0; i < prompts.size(); ++i) {
     results.push_back(measure_spec_prompt(decoder, prompts[i], max_new, stop, true, exact));
     say(spec_prompt_line(results.back(), i, prompts.size()));
+    if (records.is_open()) {
+      records << spec_output_record(results.back(), stop).dump() << "\n";
+      records.flush();
+      DF_CHECK(records, "--output " << o.output.string() << ": writing " << records_tmp.string()
+                                    << " failed (disk full?); fix: free space or choose another path");
+    }
+  }
+  if (records.is_open()) {
+    records.close();
+    std::error_code ec;
+    fs::rename(records_tmp, o.output, ec);
+    DF_CHECK(!ec, "--output " << o.output.string() << ": cannot rename " << records_tmp.string() << " to it ("
+                              << ec.message() << ")");
+    say("per-prompt records: " + o.output.string());
   }
   SpecFigures f = summarize_spec(results, spec.block_size);
   for (const std::string& line : f.lines()) say(line);

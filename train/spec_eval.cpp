@@ -94,8 +94,8 @@ std::vector<int32_t> spec_stop_ids(const EvalConfig& eval, const fs::path& targe
 
 double SpecPromptResult::tau() const {
   double sum = 0;
-  for (int64_t a : accepted) sum += double(a);
-  return accepted.empty() ? 0.0 : sum / double(accepted.size());
+  for (int64_t a : produced) sum += double(a);
+  return produced.empty() ? 0.0 : sum / double(produced.size());
 }
 
 // 2^-5 of the logit: the verify pass (bs rows) and the one-token step run different GEMM shapes,
@@ -111,7 +111,11 @@ SpecPromptResult measure_spec_prompt(SpecDecoder& decoder, const SpecPrompt& p, 
   r.prompt_tokens = int64_t(p.ids.size());
   const Decoded spec = decoder.decode(p.ids, max_new, stop_ids, true);
   r.new_tokens = int64_t(spec.output.size()) - r.prompt_tokens;
-  for (const SpecRound& round : spec.rounds) r.accepted.push_back(round.accepted);
+  for (const SpecRound& round : spec.rounds) {
+    r.produced.push_back(round.produced);
+    r.accepted.push_back(round.accepted);
+  }
+  r.output = spec.output;
   r.spec_s = spec.decode_s;
   if (!baseline) return r;
   const Decoded alone = decoder.decode(p.ids, max_new, stop_ids, false);
@@ -146,14 +150,18 @@ SpecFigures summarize_spec(const std::vector<SpecPromptResult>& results, int64_t
   f.histogram.assign(size_t(block_size), 0);
   f.timed = !results.empty();
   double tau_sum = 0, accept_sum = 0, micro = 0, tpot_spec = 0, tpot_target = 0;
+  int64_t with_rounds = 0;  // a prompt whose prefill token stopped it has no round and no tau
   for (const SpecPromptResult& r : results) {
     ++f.prompts;
-    f.rounds += int64_t(r.accepted.size());
+    f.rounds += int64_t(r.produced.size());
     f.new_tokens += r.new_tokens;
     f.prompt_tau.push_back(r.tau());
-    tau_sum += r.tau();
-    accept_sum += r.accepted.empty() ? 0.0 : double(r.new_tokens) / double(r.accepted.size());
-    for (int64_t a : r.accepted) {
+    if (!r.produced.empty()) {
+      ++with_rounds;
+      tau_sum += r.tau();
+      accept_sum += double(r.new_tokens) / double(r.produced.size());
+    }
+    for (int64_t a : r.produced) {
       micro += double(a);
       if (a >= 1 && a <= block_size) ++f.histogram[size_t(a - 1)];
     }
@@ -164,8 +172,8 @@ SpecFigures summarize_spec(const std::vector<SpecPromptResult>& results, int64_t
     else f.timed = false;
   }
   if (f.prompts == 0) return f;
-  f.tau = tau_sum / double(f.prompts);
-  f.accept_length = accept_sum / double(f.prompts);
+  f.tau = with_rounds ? tau_sum / double(with_rounds) : 0.0;
+  f.accept_length = with_rounds ? accept_sum / double(with_rounds) : 0.0;
   f.tau_micro = f.rounds ? micro / double(f.rounds) : 0.0;
   if (f.timed) {
     tpot_spec /= double(f.prompts);
@@ -209,7 +217,7 @@ std::vector<std::string> SpecFigures::lines() const {
     counts += (k ? " " : "") + std::to_string(histogram[k]);
     shares += (k ? " " : "") + fmt("%.1f%%", rounds ? 100.0 * double(histogram[k]) / double(rounds) : 0.0);
   }
-  out.push_back("accepted lengths a+1 = 1.." + std::to_string(block_size) + ": " + counts + " rounds (" + shares + ")");
+  out.push_back("tokens per round 1.." + std::to_string(block_size) + ": " + counts + " rounds (" + shares + ")");
   if (timed) {
     out.push_back("decode (prefill excluded): " + fmt("%.1f", tokens_per_s) + " tokens/s with the drafter, " +
                   fmt("%.1f", tokens_per_s_target) + " tokens/s by the target alone; speedup " + fmt("%.3f", speedup) +
@@ -221,11 +229,26 @@ std::vector<std::string> SpecFigures::lines() const {
   return out;
 }
 
+json spec_output_record(const SpecPromptResult& r, const std::vector<int32_t>& stop_ids) {
+  const std::vector<int32_t> prompt(r.output.begin(), r.output.begin() + r.prompt_tokens);
+  const std::vector<int32_t> completion(r.output.begin() + r.prompt_tokens, r.output.end());
+  const bool stopped = !completion.empty() &&
+                       std::find(stop_ids.begin(), stop_ids.end(), completion.back()) != stop_ids.end();
+  return {{"where", r.where},
+          {"prompt_ids", prompt},
+          {"output_ids", completion},
+          {"finish", stopped ? "stop" : "length"},
+          {"produced_per_round", r.produced},
+          {"accepted_per_round", r.accepted},
+          {"tau", r.tau()},
+          {"new_tokens", r.new_tokens}};
+}
+
 std::string spec_prompt_line(const SpecPromptResult& r, size_t index, size_t count) {
   std::string s = "prompt " + std::to_string(index + 1) + "/" + std::to_string(count) + " (" + r.where + "): " +
                   std::to_string(r.prompt_tokens) + " + " + std::to_string(r.new_tokens) + " tokens, " +
-                  std::to_string(r.accepted.size()) + " rounds, tau " + fmt("%.4f", r.tau()) + ", accept length " +
-                  fmt("%.4f", r.accepted.empty() ? 0.0 : double(r.new_tokens) / double(r.accepted.size()));
+                  std::to_string(r.produced.size()) + " rounds, tau " + fmt("%.4f", r.tau()) + ", accept length " +
+                  fmt("%.4f", r.produced.empty() ? 0.0 : double(r.new_tokens) / double(r.produced.size()));
   if (r.target_s) {
     const double tokens = double(std::max<int64_t>(r.new_tokens, 1));
     s += "; " + fmt("%.1f", tokens / std::max(r.spec_s, 1e-12)) + " tok/s with the drafter, " +

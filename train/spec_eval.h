@@ -39,7 +39,9 @@ struct SpecPromptResult {
   std::string where;
   int64_t prompt_tokens = 0;
   int64_t new_tokens = 0;          // completion tokens (the prefill's included)
-  std::vector<int64_t> accepted;   // a + 1 of every round
+  std::vector<int64_t> produced;   // every round's tokens put into the output (SpecRound::produced)
+  std::vector<int64_t> accepted;   // every round's a + 1 (before the budget and stop cut)
+  std::vector<int32_t> output;     // prompt + completion, as decoded with the drafter
   double spec_s = 0;               // decode time with the drafter (prefill excluded)
   std::optional<double> target_s;  // decode time of the target alone, when it ran
   // The lossless check (when the target alone ran): the first position where the outputs differ
@@ -62,10 +64,12 @@ SpecPromptResult measure_spec_prompt(SpecDecoder& decoder, const SpecPrompt& p, 
 
 struct SpecFigures {
   int64_t block_size = 0, prompts = 0, rounds = 0, new_tokens = 0;
-  double tau = 0;            // mean over prompts of each prompt's mean a + 1 (z-lab's macro mean)
-  double tau_micro = 0;      // mean a + 1 over every round
+  // Each round counts the tokens it produced (z-lab's dflash_generate): a + 1, clipped to the
+  // budget and cut after a stop token.
+  double tau = 0;            // mean over prompts (with a round) of each one's mean count (z-lab's macro mean)
+  double tau_micro = 0;      // mean count over every round
   double accept_length = 0;  // SGLang's spec_accept_length: mean over prompts of new tokens / verify passes
-  std::vector<int64_t> histogram;  // [bs]: rounds whose a + 1 is 1, 2, ..., bs
+  std::vector<int64_t> histogram;  // [bs]: rounds that produced 1, 2, ..., bs tokens
   std::vector<double> prompt_tau;
   bool timed = false;  // with the target-alone baseline:
   double tokens_per_s = 0, tokens_per_s_target = 0, speedup = 0;  // 1 / mean TPOT; TPOT ratio
@@ -77,10 +81,16 @@ SpecFigures summarize_spec(const std::vector<SpecPromptResult>& results, int64_t
 // "prompt 2/4 (prompts.jsonl line 2): 4 + 40 tokens, 37 rounds, tau 1.081, ..."
 std::string spec_prompt_line(const SpecPromptResult& r, size_t index, size_t count);
 
-// `dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]`.
+// One JSON line of `spec --output`: where, prompt_ids, output_ids (the completion), finish
+// ("stop" | "length"), produced_per_round, accepted_per_round (a + 1), tau, new_tokens.
+nlohmann::json spec_output_record(const SpecPromptResult& r, const std::vector<int32_t>& stop_ids);
+
+// `dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]
+// [--output FILE.jsonl]`.
 struct SpecCommandOptions {
   std::filesystem::path drafter;
   std::filesystem::path prompts;         // empty: data.eval's prompts
+  std::filesystem::path output;          // empty: none; else one spec_output_record per prompt
   std::optional<int64_t> max_new_tokens;  // empty: eval.spec_max_new_tokens
   int32_t rollback_bias = 0;             // test hook: a deliberately wrong rollback (0 in real use)
 };
