@@ -42,6 +42,17 @@ void check_decode_prompt(const std::vector<int32_t>& prompt, int64_t max_new, in
                                      "max_new_tokens, or build the decoder for longer prompts");
 }
 
+int64_t round_produced(const std::vector<int32_t>& committed, int64_t budget, const std::vector<int32_t>& stop_ids,
+                       bool* stopped) {
+  const int64_t n = std::min(int64_t(committed.size()), budget);
+  for (int64_t k = 0; k < n; ++k)
+    if (std::find(stop_ids.begin(), stop_ids.end(), committed[size_t(k)]) != stop_ids.end()) {
+      *stopped = true;
+      return k + 1;
+    }
+  return n;
+}
+
 SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* drafter, const SpecDecoderOptions& o)
     : opt_(o), target_(target), drafter_(drafter), ctx_(std::make_unique<Context>(device)) {
   DF_CHECK(o.max_len >= 1, "SpecDecoder: max_len " << o.max_len << " must be >= 1 (prompt + max_new_tokens)");
@@ -229,13 +240,7 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
       // the bonus, which is not needed.)
       std::vector<int32_t> committed(block + 1, block + accepted);  // the accepted drafts, then the bonus
       if (accepted == a + 1) committed.push_back(bonus);
-      int64_t produced = std::min(accepted, end - start - 1);
-      for (int64_t k = 0; k < produced; ++k)
-        if (is_stop(committed[size_t(k)])) {
-          produced = k + 1;
-          stopped = true;
-          break;
-        }
+      const int64_t produced = round_produced(committed, end - start - 1, stop_ids, &stopped);
       d.rounds.push_back({start, std::vector<int32_t>(block + 1, block + length), accepted, produced});
       d.output.insert(d.output.end(), committed.begin(), committed.begin() + produced);
       start += produced;

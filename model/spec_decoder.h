@@ -103,6 +103,12 @@ class SpecDecoder {
   std::vector<const Program*> short_drafts_;  // [L] for L = 2 .. bs-1: the shortened last blocks' drafts
 };
 
+// The reference's count of one round: of the round's committed tokens (its accepted drafts, then
+// the bonus), how many enter the output: all, but at most `budget` (n + max_new - start - 1), and
+// none after the first stop id. *stopped tells whether a stop id was among those.
+int64_t round_produced(const std::vector<int32_t>& committed, int64_t budget, const std::vector<int32_t>& stop_ids,
+                       bool* stopped);
+
 // Checks one prompt for decode: non-empty, ids in [0, vocab), prompt + max_new within max_len
 // (the recorded capacity) and within the target's max_position_embeddings (when known).
 // `where` names the prompt in the message (e.g. "prompts.jsonl line 3").

@@ -110,6 +110,52 @@ TEST_SUITE("spec") {
     SpecFigures untimed = summarize_spec({a, b}, 4);
     CHECK_FALSE(untimed.timed);
     CHECK_FALSE(untimed.to_json().contains("speedup"));
+    // A prompt whose prefill token was a stop id ran no round: it has no tau, so the macro means
+    // leave it out (as the reference's mean over requests with acceptance lengths does).
+    SpecPromptResult none;
+    none.new_tokens = 1, none.spec_s = 0.1, none.target_s = 0.1;
+    SpecFigures with_none = summarize_spec({a, none}, 4);
+    CHECK(with_none.prompts == 2);
+    CHECK(with_none.tau == doctest::Approx(10.0 / 3).epsilon(1e-12));
+    CHECK(with_none.accept_length == doctest::Approx(10.0 / 3).epsilon(1e-12));
+    CHECK(with_none.tau_micro == doctest::Approx(10.0 / 3).epsilon(1e-12));
+  }
+
+  TEST_CASE("spec --output: one record per prompt with the golden completion and the reference's counts") {
+    TempDir tmp("spec-output");
+    SpecCommandOptions o = golden_options();
+    o.output = tmp / "records.jsonl";
+    SpecRun r = capture_spec(spec_config(tmp), o);
+    GoldenSpec g = read_golden_spec();
+    std::ifstream in(o.output);
+    std::string line;
+    size_t i = 0;
+    for (; std::getline(in, line); ++i) {
+      REQUIRE(i < g.cases.size());
+      const GoldenSpecCase& c = g.cases[i];
+      json j = json::parse(line);
+      CHECK(j.at("prompt_ids") == json(c.prompt));
+      CHECK(j.at("output_ids") == json(std::vector<int32_t>(c.output.begin() + long(c.prompt.size()), c.output.end())));
+      CHECK(j.at("finish") == "length");
+      CHECK(j.at("produced_per_round") == json(c.produced));
+      CHECK(j.at("tau").get<double>() == doctest::Approx(c.tau).epsilon(1e-12));
+      CHECK(j.at("new_tokens") == 40);
+      CHECK(j.at("accepted_per_round").size() == c.produced.size());
+    }
+    CHECK(i == g.cases.size());
+    CHECK_FALSE(fs::exists(o.output.string() + ".tmp"));
+    CHECK(r.out.find("per-prompt records: " + o.output.string()) != std::string::npos);
+    // With a stop id the record says "stop" and ends at it.
+    o.prompts = write_prompts(tmp, "p0.jsonl", "{\"input_ids\": [51, 109, 295, 121]}\n");
+    capture_spec(spec_config(tmp, "[eval]\nspec_stop_token_ids = [284]\n"), o);
+    std::ifstream stopped(o.output);
+    REQUIRE(std::getline(stopped, line));
+    json j = json::parse(line);
+    CHECK(j.at("output_ids") == json({3, 284}));
+    CHECK(j.at("finish") == "stop");
+    // A folder that does not exist: refused before any decoding, with the fix.
+    o.output = tmp / "no-such-dir" / "r.jsonl";
+    CHECK_ERROR(capture_spec(spec_config(tmp), o), "--output " + o.output.string() + ": cannot write");
   }
 
   TEST_CASE("dflash-train spec reproduces the golden figures and prints them, the last line JSON") {

@@ -94,6 +94,25 @@ TEST_SUITE("spec") {
     CHECK(m.decoder->decode(prompt, g.max_new, {3}, false).output == at_prefill.output);
   }
 
+  TEST_CASE("round_produced: a round's tokens, clipped to the budget and cut after the first stop id") {
+    bool stopped = false;
+    CHECK(round_produced({7, 8, 9, 10}, 9, {}, &stopped) == 4);
+    CHECK_FALSE(stopped);
+    CHECK(round_produced({7, 8, 9, 10}, 2, {8}, &stopped) == 2);  // the budget ends at the stop id
+    CHECK(stopped);
+    stopped = false;
+    CHECK(round_produced({7, 8, 9, 10}, 2, {9}, &stopped) == 2);  // a stop id past the budget
+    CHECK_FALSE(stopped);
+    CHECK(round_produced({7, 8, 9, 8}, 9, {5, 8}, &stopped) == 2);  // an accepted draft, not the bonus
+    CHECK(stopped);
+    stopped = false;
+    CHECK(round_produced({7, 8, 9, 10}, 9, {10}, &stopped) == 4);  // the bonus
+    CHECK(stopped);
+    stopped = false;
+    CHECK(round_produced({7}, 0, {7}, &stopped) == 0);
+    CHECK_FALSE(stopped);
+  }
+
   TEST_CASE("the lossless check names the first differing position and the target's margin and logit there") {
     // A cache rolled back one position too far (the test hook) makes the outputs differ; the check
     // must report the first position where they differ, counted here, and the target-alone run's
