@@ -4,7 +4,8 @@
 //   dflash-train hidden --config FILE [...]        target features -> hidden-state shards (offline mode)
 //   dflash-train eval --config FILE --drafter DIR  every valid anchor of data.eval
 //   dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]
-//                     [--output FILE.jsonl]        greedy speculative decoding: the real tau and speedup
+//                     [--output FILE.jsonl] [--temperature T --top-p P --top-k K --seed S]
+//                                                  greedy or sampled speculative decoding: the real tau and speedup
 //   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32]
 #include <cstdio>
 #include <cstring>
@@ -24,13 +25,15 @@ const char* kUsage =
     "       dflash-train hidden  --config FILE [--section.key=value ...]\n"
     "       dflash-train eval    --config FILE --drafter DIR [--section.key=value ...]\n"
     "       dflash-train spec    --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]\n"
-    "                            [--output FILE.jsonl] [--section.key=value ...]\n"
+    "                            [--output FILE.jsonl] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
+    "                            [--section.key=value ...]\n"
     "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32]\n";
 
 struct Args {
   std::string command = "train";
   std::string config, drafter, checkpoint, out, dtype = "bf16", prompts, max_new_tokens, output;
   std::vector<std::string> overrides;
+  bool sampling = false;  // --temperature, --top-p, --top-k or --seed given (overrides of eval.spec_*)
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -66,6 +69,11 @@ Args parse(int argc, char** argv) {
     else if (s == "--dtype" || s.rfind("--dtype=", 0) == 0) a.dtype = value("--dtype");
     else if (s == "--prompts" || s.rfind("--prompts=", 0) == 0) a.prompts = value("--prompts");
     else if (s == "--output" || s.rfind("--output=", 0) == 0) a.output = value("--output");
+    else if (s == "--temperature" || s.rfind("--temperature=", 0) == 0)
+      a.sampling = true, a.overrides.push_back("eval.spec_temperature=" + value("--temperature"));
+    else if (s == "--top-p" || s.rfind("--top-p=", 0) == 0) a.sampling = true, a.overrides.push_back("eval.spec_top_p=" + value("--top-p"));
+    else if (s == "--top-k" || s.rfind("--top-k=", 0) == 0) a.sampling = true, a.overrides.push_back("eval.spec_top_k=" + value("--top-k"));
+    else if (s == "--seed" || s.rfind("--seed=", 0) == 0) a.sampling = true, a.overrides.push_back("eval.spec_seed=" + value("--seed"));
     else if (s == "--max-new-tokens" || s.rfind("--max-new-tokens=", 0) == 0) a.max_new_tokens = value("--max-new-tokens");
     else if (s.rfind("--", 0) == 0 && s.find('=') != std::string::npos) a.overrides.push_back(s.substr(2));
     else usage_error("unexpected argument '" + s + "' (overrides are written --section.key=value)");
@@ -77,8 +85,9 @@ Args parse(int argc, char** argv) {
   }
   if ((a.command == "eval" || a.command == "spec") && a.drafter.empty())
     usage_error(a.command + " needs --drafter DIR (an export or checkpoints/step-N)");
-  if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty() || !a.output.empty()))
-    usage_error("--prompts, --max-new-tokens and --output belong to the spec command");
+  if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty() || !a.output.empty() || a.sampling))
+    usage_error("--prompts, --max-new-tokens, --output, --temperature, --top-p, --top-k and --seed belong to the spec "
+                "command (training's spec_tau reads eval.spec_temperature and the like)");
   return a;
 }
 // --max-new-tokens must be a whole number >= 1.

@@ -57,6 +57,9 @@ SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* dra
     : opt_(o), target_(target), drafter_(drafter), ctx_(std::make_unique<Context>(device)) {
   DF_CHECK(o.max_len >= 1, "SpecDecoder: max_len " << o.max_len << " must be >= 1 (prompt + max_new_tokens)");
   DF_CHECK(o.prefill_chunk >= 1, "SpecDecoder: prefill_chunk " << o.prefill_chunk << " must be >= 1");
+  DF_CHECK(o.temperature >= 0 && o.top_p > 0 && o.top_p <= 1 && o.top_k >= 0,
+           "SpecDecoder: temperature " << o.temperature << ", top_p " << o.top_p << ", top_k " << o.top_k
+                                       << ": temperature must be >= 0, top_p in (0, 1], top_k >= 0");
   const TargetSpec& ts = target.spec();
   if (drafter) {
     const DrafterSpec& ds = drafter->spec();
@@ -84,6 +87,7 @@ SpecDecoder::SpecDecoder(Device device, const Target& target, const Drafter* dra
                                            "spec.pending_features");
     round_result_ = verify_io_.output("round_result", {spec::kSpecRoundHeader + bs}, DType::i32);
     if (o.draft_logits) draft_logits_ = draft_io_.output("draft_logits", {bs, ts.vocab_size}, DType::f32);
+    if (o.temperature > 0) draft_probs_ = Tensor::persistent({bs, ts.vocab_size}, DType::f32, "spec.draft_probs");
   }
   if (!o.graphs) return;
   engine_ = std::make_unique<Engine>(*ctx_);
@@ -133,7 +137,11 @@ void SpecDecoder::prefill_body() const {
   if (drafter_dec_) drafter_dec_->append_context(pass.features, len, count);
   Tensor last = Tensor::empty({1, pass.hidden.dim(1)}, pass.hidden.dtype());  // (1, H)
   ops::copy_rows_(last, Tensor(), pass.hidden, field(spec::field::chunk_last), 1, Tensor());
-  ops::ArgmaxRows best = ops::argmax_rows(ops::linear_rowwise(last, target_.lm_head(), DType::f32));
+  Tensor logits = ops::linear_rowwise(last, target_.lm_head(), DType::f32);  // (1, V)
+  ops::ArgmaxRows best = ops::argmax_rows(logits);
+  if (sampled())  // position target_len + chunk_count: the token after the chunk
+    spec::sample(state_, spec::field::target_len, spec::field::chunk_count, 0, spec::sampling_probs(logits, sampling()),
+                 spec::SamplePurpose::sample_token, best.index);
   spec::prefill_commit(state_, best, prefill_result_);
   prefill_io_.stage_out();
 }
@@ -150,7 +158,15 @@ void SpecDecoder::draft_body(int64_t length) const {
   Tensor out = drafter_dec_->block(block, field(spec::field::start));              // (L, H)
   Tensor logits = ops::linear_rowwise(out, target_.lm_head(), DType::f32);           // (L, V)
   if (draft_logits_.defined() && length == bs) ops::copy_(draft_logits_, logits);
-  spec::fill_block(ops::argmax_rows(logits).index, block);
+  if (sampled()) {  // slot k's draft drawn at position start + k; the probabilities kept for the verify
+    Tensor q = draft_probs_.rows(0, length);
+    ops::copy_(q, spec::sampling_probs(logits, sampling()));
+    Tensor drafted = Tensor::empty({length}, DType::i32);
+    spec::sample(state_, spec::field::start, spec::field::zero, 0, q, spec::SamplePurpose::sample_draft, drafted);
+    spec::fill_block(drafted, block);
+  } else {
+    spec::fill_block(ops::argmax_rows(logits).index, block);
+  }
   draft_io_.stage_out();
 }
 
@@ -159,8 +175,12 @@ void SpecDecoder::verify_body() const {
   NoGrad no_grad;
   TargetDecoder::Pass pass = target_dec_->pass(block_, field(spec::field::target_len), Tensor(), true);
   ops::copy_(pending_features_, pass.features);
-  ops::ArgmaxRows p = ops::argmax_rows(ops::linear_rowwise(pass.hidden, target_.lm_head(), DType::f32));
-  spec::accept(state_, block_, p.index, opt_.rollback_bias, round_result_);
+  Tensor logits = ops::linear_rowwise(pass.hidden, target_.lm_head(), DType::f32);  // (bs, V)
+  if (sampled())
+    spec::accept_sampled(state_, block_, spec::sampling_probs(logits, sampling()), draft_probs_, opt_.rollback_bias,
+                         opt_.accept_all_drafts, round_result_);
+  else
+    spec::accept(state_, block_, ops::argmax_rows(logits).index, opt_.rollback_bias, round_result_);
   verify_io_.stage_out();
 }
 
@@ -168,9 +188,21 @@ void SpecDecoder::verify_body() const {
 void SpecDecoder::step_body() const {
   NoGrad no_grad;
   TargetDecoder::Pass pass = target_dec_->pass(field(spec::field::token), field(spec::field::target_len), Tensor(), false);
-  ops::ArgmaxRows best = ops::argmax_rows(ops::linear_rowwise(pass.hidden, target_.lm_head(), DType::f32));
+  Tensor logits = ops::linear_rowwise(pass.hidden, target_.lm_head(), DType::f32);  // (1, V)
+  ops::ArgmaxRows best = ops::argmax_rows(logits);
+  if (sampled())  // the token after position target_len
+    spec::sample(state_, spec::field::target_len, spec::field::zero, 1, spec::sampling_probs(logits, sampling()),
+                 spec::SamplePurpose::sample_token, best.index);
   spec::step_commit(state_, best, step_result_);
   step_io_.stage_out();
+}
+
+kernels::cpu::SamplingParams SpecDecoder::sampling() const {
+  kernels::cpu::SamplingParams s;
+  s.temperature = opt_.temperature;
+  s.top_p = opt_.top_p;
+  s.top_k = opt_.top_k;
+  return s;
 }
 
 template <class Body>
@@ -180,7 +212,7 @@ void SpecDecoder::run(const Program* program, const Body& body) {
 }
 
 Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new, const std::vector<int32_t>& stop_ids,
-                            bool with_drafter) {
+                            bool with_drafter, uint64_t sample_key) {
   DF_CHECK(!with_drafter || drafter_, "SpecDecoder::decode: this decoder was built without a drafter");
   const TargetSpec& ts = target_.spec();
   check_decode_prompt(prompt, max_new, ts.vocab_size, opt_.max_len, ts.max_position_embeddings, "decode");
@@ -192,8 +224,11 @@ Decoded SpecDecoder::decode(const std::vector<int32_t>& prompt, int64_t max_new,
   // Prefill, chunk by chunk (each replay reads the staging buffers, so it finishes before the next
   // chunk is staged).
   const auto t0 = Clock::now();
-  std::vector<int32_t> zeros(spec::kSpecStateFields, 0), ids(static_cast<size_t>(P)), ctl(2);
-  state_.copy_from_host(zeros.data(), zeros.size() * sizeof(int32_t));
+  std::vector<int32_t> fresh(spec::kSpecStateFields, 0), ids(static_cast<size_t>(P)), ctl(2);
+  fresh[spec::field::key_lo] = int32_t(uint32_t(sample_key));
+  fresh[spec::field::key_hi] = int32_t(uint32_t(sample_key >> 32));
+  fresh[spec::field::end] = int32_t(end);
+  state_.copy_from_host(fresh.data(), fresh.size() * sizeof(int32_t));
   for (int64_t c0 = 0; c0 < n; c0 += P) {
     const int64_t c = std::min(P, n - c0);
     std::fill(ids.begin(), ids.end(), 0);

@@ -11,6 +11,7 @@
 
 #include "graphs/engine.h"
 #include "graphs/static_io.h"
+#include "kernels/cpu/decode_kernels.h"
 #include "model/drafter_decode.h"
 #include "model/target_decode.h"
 
@@ -24,6 +25,13 @@ struct SpecDecoderOptions {
   bool graphs = true;          // record the programs (false: run every pass eagerly)
   bool draft_logits = false;   // keep the first round's draft logits (tests)
   int32_t rollback_bias = 0;   // test hook: roll the target's cache back to start + a + 1 + bias
+  // Sampling (z-lab's dflash_generate with temperature > 0): temperature 0 is greedy. Sampled
+  // rounds draw the drafts from the drafter's distribution and accept them by speculative
+  // rejection sampling, so the output follows the target's own sampling distribution.
+  float temperature = 0;
+  float top_p = 1;             // (0, 1]
+  int64_t top_k = 0;           // 0: no cut
+  bool accept_all_drafts = false;  // test hook: skip the rejection test (a wrong sampler)
   ProfileLog* profile = nullptr;  // labels the recorded programs' kernel calls (dflash-bench profile --spec)
 };
 
@@ -62,8 +70,10 @@ class SpecDecoder {
   // the budget left (L = n + max_new - start < bs: the drafter sees an L-token block). Bad
   // input (an empty prompt, ids outside the vocabulary, more than max_len positions) is refused
   // with a message that names it.
+  // sample_key: the prompt's random stream when sampling (ignored when greedy).
   Decoded decode(const std::vector<int32_t>& prompt, int64_t max_new, const std::vector<int32_t>& stop_ids,
-                 bool with_drafter);
+                 bool with_drafter, uint64_t sample_key = 0);
+  bool sampled() const { return opt_.temperature > 0; }
 
   // Timing (dflash-bench spec): set_position puts the next block at `position` over whatever the
   // caches hold (one pending context row, as after a round with a = 0); the replays run the
@@ -87,6 +97,7 @@ class SpecDecoder {
   void step_body() const;
   template <class Body>
   void run(const Program* program, const Body& body);
+  kernels::cpu::SamplingParams sampling() const;
   Tensor field(int f) const;
 
   SpecDecoderOptions opt_;
@@ -98,6 +109,7 @@ class SpecDecoder {
   StaticIO prefill_io_, draft_io_, verify_io_, step_io_;
   Tensor state_, chunk_ids_, chunk_ctl_, block_, pending_features_;
   Tensor prefill_result_, round_result_, step_result_, draft_logits_;
+  Tensor draft_probs_;  // sampling: the drafter's probabilities of the last block [bs, V]
   std::unique_ptr<Engine> engine_;
   const Program *prefill_ = nullptr, *draft_ = nullptr, *verify_ = nullptr, *step_ = nullptr;
   std::vector<const Program*> short_drafts_;  // [L] for L = 2 .. bs-1: the shortened last blocks' drafts

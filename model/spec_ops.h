@@ -35,4 +35,17 @@ void accept(const Tensor& state, const Tensor& block, const Tensor& p, int32_t r
 // After a target-alone step: target_len += 1, token = the argmax; result as prefill_commit's.
 void step_commit(const Tensor& state, const ops::ArgmaxRows& best, const Tensor& result);
 
+// Sampling (model/spec_sampling_ops.cpp; kernels/cpu/spec_sampling.cpp says what each computes).
+using kernels::cpu::SamplingParams;
+using kernels::cpu::SamplePurpose;
+// f32 [n, V] logits -> f32 [n, V] sampling probabilities.
+Tensor sampling_probs(const Tensor& logits, const SamplingParams& s);
+// tokens i32 [n]: row r drawn with the uniform number of position state[base] + state[plus] +
+// offset + r and `purpose`.
+void sample(const Tensor& state, int base, int plus, int64_t offset, const Tensor& probs, SamplePurpose purpose,
+            const Tensor& tokens);
+// The rejection step (p, q f32 [bs, V]); result and state as accept's.
+void accept_sampled(const Tensor& state, const Tensor& block, const Tensor& p, const Tensor& q, int32_t rollback_bias,
+                    bool accept_all, const Tensor& result);
+
 }  // namespace dflash::spec

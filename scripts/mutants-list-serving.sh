@@ -25,3 +25,30 @@ mutant "spec --output: finish says length after a stop token" "-ts=spec -tc=*--o
 mutant "spec --output: the completion holds the prompt too" "-ts=spec -tc=*--output*" \
   'const std::vector<int32_t> completion(r.output.begin() + r.prompt_tokens, r.output.end());' \
   'const std::vector<int32_t> completion(r.output.begin(), r.output.end());'
+mutant "sampling: the temperature ignored" "-ts=spec-sampling -tc=sampling_probs*" \
+  'p[j] = order_key(x[j]) >= floor_key ? std::exp((x[j] - mx) / s.temperature) : 0.0f;' \
+  'p[j] = order_key(x[j]) >= floor_key ? std::exp(x[j] - mx) : 0.0f;'
+mutant "sampling: top_p drops the token at its boundary" "-ts=spec-sampling -tc=sampling_probs*" \
+  '        if (order_key(p[j]) < keep) p[j] = 0;' \
+  '        if (order_key(p[j]) <= keep) p[j] = 0;'
+mutant "sampling: top_k keeps one token more" "-ts=spec-sampling -tc=sampling_probs*" \
+  'const uint32_t floor_key = cut ? kth_largest_key(x, V, s.top_k) : 0;' \
+  'const uint32_t floor_key = cut ? kth_largest_key(x, V, s.top_k + 1) : 0;'
+mutant "sampling: a draft accepted with the target's probability, not p / q" "-ts=spec-sampling -tc=*chi-square*" \
+  'if (!accept_all && !(u * q[(a + 1) * V + d] < p[a * V + d])) break;' \
+  'if (!accept_all && !(u < p[a * V + d])) break;'
+mutant "sampling: the bonus after a rejection drawn from p, not the residual" "-ts=spec-sampling -tc=*chi-square*" \
+  'for (int64_t j = 0; j < V; ++j) total += std::max(0.0f, pa[j] - qa[j]);' \
+  'for (int64_t j = 0; j < V; ++j) total += 0.0f * qa[j];'
+mutant "sampling: every prompt draws the same stream" "-ts=spec-sampling -tc=*chi-square*" \
+  'return splitmix64(splitmix64(seed) ^ uint64_t(prompt_index));' \
+  'return splitmix64(seed);'
+mutant "export: is_causal written true" "-ts=export" \
+  'c["is_causal"] = false;' \
+  'c["is_causal"] = true;'
+mutant "export: auto_map names another file" "-ts=export" \
+  'c["auto_map"] = {{"AutoModel", std::string("modeling_dflash.") + kArchitecture}};' \
+  'c["auto_map"] = {{"AutoModel", std::string("modeling.") + kArchitecture}};'
+mutant "trackers: a run that starts over continues the old tracker runs" "-ts=trackers" \
+  '  if (options.restart) {' \
+  '  if (false) {'

@@ -446,9 +446,9 @@ mutant "export: tie_word_embeddings written true" "-ts=checkpoint-io" \
 mutant "export: dflash_config without the target's layer ids" "-ts=checkpoint-io" \
   '{"target_layer_ids", s.target_layer_ids}' \
   '{"target_layer_ids", json::array()}'
-mutant "export: torch_dtype always bfloat16" "-ts=checkpoint-io" \
-  'c["torch_dtype"] = dtype == DType::bf16 ? "bfloat16" : "float32";' \
-  'c["torch_dtype"] = "bfloat16";'
+mutant "export: torch_dtype always bfloat16" "-ts=checkpoint-io,export" \
+  'const char* dtype_text = dtype == DType::bf16 ? "bfloat16" : "float32";' \
+  'const char* dtype_text = "bfloat16";'
 mutant "export: max_position_embeddings left out" "-ts=checkpoint-io" \
   'c["max_position_embeddings"] = s.max_position_embeddings;' \
   '(void)0;'

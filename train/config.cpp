@@ -253,6 +253,23 @@ class Parser {
           out.push_back(read_int(*a->get(i), loc, key + "[" + std::to_string(i) + "]", key, fix));
         break;
       }
+      case Kind::text_list: {
+        auto& out = *static_cast<std::vector<std::string>*>(p);
+        out.clear();
+        if (n.is_string() && overridden_.count(key)) {  // --key=a,b on the command line
+          std::stringstream items(n.as_string()->get());
+          for (std::string item; std::getline(items, item, ',');) out.push_back(item);
+          break;
+        }
+        const toml::array* a = n.as_array();
+        if (!a) fail_type(loc, key, key, n, expected_type(f.kind), fix);
+        for (size_t i = 0; i < a->size(); ++i) {
+          const toml::node& e = *a->get(i);
+          if (!e.is_string()) fail_type(loc, key + "[" + std::to_string(i) + "]", key, e, "a quoted string", fix);
+          out.push_back(e.as_string()->get());
+        }
+        break;
+      }
     }
   }
 
@@ -425,6 +442,11 @@ class Parser {
       require(id >= 0 && id <= INT32_MAX, "eval.spec_stop_token_ids", "stop ids must be token ids, 0 or more");
     require(c.eval.spec_stop_token_ids.empty() || !c.eval.spec_ignore_eos, "eval.spec_ignore_eos",
             "contradicts eval.spec_stop_token_ids (stop ids given but ignored); drop one of the two");
+    require(std::isfinite(c.eval.spec_temperature) && c.eval.spec_temperature >= 0 && c.eval.spec_temperature <= 100,
+            "eval.spec_temperature", "must be 0 (greedy) or a temperature in (0, 100]");
+    require(std::isfinite(c.eval.spec_top_p) && c.eval.spec_top_p > 0 && c.eval.spec_top_p <= 1, "eval.spec_top_p",
+            "must be in (0, 1] (1: no nucleus cut)");
+    at_least(c.eval.spec_top_k, 0, "eval.spec_top_k");
 
     require(
         valid_devices(c.runtime.devices), "runtime.devices",
@@ -443,6 +465,16 @@ class Parser {
     at_least(c.checkpoint.every, 0, "checkpoint.every");
     at_least(c.checkpoint.keep, 1, "checkpoint.keep");
     at_least(c.metrics.log_every, 1, "metrics.log_every");
+    std::set<std::string> trackers;
+    for (const std::string& t : c.metrics.trackers) {
+      require(t == "tensorboard" || t == "wandb", "metrics.trackers",
+              quote(t) + " is not a tracker; the trackers are \"tensorboard\" and \"wandb\"");
+      require(trackers.insert(t).second, "metrics.trackers", "lists " + quote(t) + " twice; list each tracker once");
+    }
+    require(c.metrics.wandb_mode.empty() || c.metrics.wandb_mode == "online" || c.metrics.wandb_mode == "offline",
+            "metrics.wandb_mode",
+            "use \"online\", \"offline\" (written under <dump_folder>/wandb, `wandb sync` uploads it later) or \"\" "
+            "(WANDB_MODE, else online)");
 
     std::string bucket_source = overridden_.count("buckets") ? where("buckets") : file_;
     if (auto it = overridden_.find("drafter.block_size"); it != overridden_.end())

@@ -68,6 +68,10 @@ struct EvalConfig {
   std::vector<int64_t> spec_stop_token_ids;  // empty: the target's eos_token_id
   bool spec_ignore_eos = false;           // true: no stop token at all
   int64_t spec_prefill_chunk = 128;       // prompt positions per recorded prefill program
+  double spec_temperature = 0;            // 0: greedy; > 0: sampled, with speculative rejection sampling
+  double spec_top_p = 1;                  // (0, 1]: the nucleus kept when sampling
+  int64_t spec_top_k = 0;                 // 0: no cut; else the k most likely tokens when sampling
+  uint64_t spec_seed = 0;                 // the sampling streams (one per prompt, keyed by its index)
 };
 
 struct RuntimeConfig {
@@ -95,6 +99,12 @@ struct CheckpointConfig {
 struct MetricsConfig {
   int64_t log_every = 10;  // optimizer steps between log lines (and metrics.jsonl records)
   bool progress = true;    // a live progress line on a terminal
+  // Experiment trackers fed from metrics.jsonl by `dflash-data track` (train/trackers.h):
+  std::vector<std::string> trackers;  // "tensorboard", "wandb"; empty: none
+  std::string run_name;               // the tracker run's name; empty: W&B's own (WANDB_NAME, else random)
+  std::string wandb_project;          // empty: WANDB_PROJECT, else W&B's default
+  std::string wandb_entity;           // empty: WANDB_ENTITY, else the account's default
+  std::string wandb_mode;             // "online", "offline"; empty: WANDB_MODE, else online
 };
 
 struct Config {

@@ -77,6 +77,10 @@ const std::vector<Field>& fields() {
       DF_FIELD(eval.spec_stop_token_ids, integer_list),
       DF_FIELD(eval.spec_ignore_eos, boolean),
       DF_FIELD(eval.spec_prefill_chunk, integer),
+      DF_FIELD(eval.spec_temperature, number),
+      DF_FIELD(eval.spec_top_p, number),
+      DF_FIELD(eval.spec_top_k, integer),
+      DF_FIELD(eval.spec_seed, seed),
       DF_FIELD(runtime.devices, text),
       DF_FIELD(runtime.graphs, boolean),
       DF_FIELD(runtime.cpu_workers, integer),
@@ -94,6 +98,11 @@ const std::vector<Field>& fields() {
       DF_FIELD(checkpoint.resume, boolean),
       DF_FIELD(metrics.log_every, integer),
       DF_FIELD(metrics.progress, boolean),
+      DF_FIELD(metrics.trackers, text_list),
+      DF_FIELD(metrics.run_name, text),
+      DF_FIELD(metrics.wandb_project, text),
+      DF_FIELD(metrics.wandb_entity, text),
+      DF_FIELD(metrics.wandb_mode, text),
   };
   return all;
 }
@@ -144,6 +153,12 @@ std::string value_text(Config& c, const Field& f) {
       for (int64_t v : *static_cast<std::vector<int64_t>*>(p)) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
       return s + "]";
     }
+    case Kind::text_list: {
+      std::string s = "[";
+      for (const std::string& v : *static_cast<std::vector<std::string>*>(p))
+        s += (s.size() > 1 ? ", " : "") + quote(v);
+      return s + "]";
+    }
   }
   return "?";
 }
@@ -158,6 +173,7 @@ const char* expected_type(Kind k) {
     case Kind::text:
     case Kind::path: return "a quoted string";
     case Kind::integer_list: return "an array of integers";
+    case Kind::text_list: return "an array of quoted strings";
   }
   return "?";
 }
@@ -169,6 +185,8 @@ std::string example(const Field& f) {
   if (f.kind == Kind::optional_integer) v = "<a token id>";
   if (f.kind == Kind::path && v == "\"\"") v = "\"path/to/it\"";
   if (f.kind == Kind::integer_list && v == "[]") v = "[1, 2]";
+  if (f.kind == Kind::text_list && v == "[]")
+    v = std::string(f.key) == "metrics.trackers" ? "[\"tensorboard\"]" : "[\"a\"]";
   return std::string(f.key) + " = " + v;
 }
 

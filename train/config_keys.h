@@ -8,7 +8,7 @@
 
 namespace dflash::config_detail {
 
-enum class Kind { integer, optional_integer, seed, number, boolean, text, path, integer_list };
+enum class Kind { integer, optional_integer, seed, number, boolean, text, path, integer_list, text_list };
 
 // One leaf key: its dotted name (exactly the struct member path), its type, and where it lives.
 struct Field {

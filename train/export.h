@@ -1,6 +1,7 @@
 // The exported drafter (DFLASH.md, "Exported drafter"): config.json + model.safetensors as SGLang's
-// DFlash loader and z-lab's code read them; writing it, reading it back for a warm start, and loading
-// drafter weights from either an export or a checkpoints/step-N directory.
+// and vLLM's DFlash loaders and z-lab's code read them (tests/golden/serving-fields lists every field),
+// plus modeling_dflash.py for transformers' AutoModel; writing it, reading it back for a warm start,
+// and loading drafter weights from either an export or a checkpoints/step-N directory.
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -26,9 +27,14 @@ struct ExportedDrafter {
 // config.json's contents for `spec`; dtype f32 -> "float32", bf16 -> "bfloat16".
 nlohmann::ordered_json exported_config_json(const DrafterSpec& spec, DType dtype);
 
-// Writes out_dir/config.json and out_dir/model.safetensors (tensors named as drafter_param_specs,
-// converted from the f32 masters to `dtype`) into a staging directory that then replaces out_dir.
-// Refuses NaN/Inf values, and an out_dir that exists and is neither empty nor a previous export.
+// modeling_dflash.py, written beside config.json (auto_map's "AutoModel": "modeling_dflash.DFlashDraftModel"):
+// python/export/modeling_dflash.py as it was when this binary was built.
+const std::string& exported_model_file();
+
+// Writes out_dir/config.json, out_dir/model.safetensors (tensors named as drafter_param_specs,
+// converted from the f32 masters to `dtype`) and out_dir/modeling_dflash.py into a staging directory
+// that then replaces out_dir. Refuses NaN/Inf values, and an out_dir that exists and is neither empty
+// nor a previous export.
 void export_drafter(const std::filesystem::path& out_dir, const DrafterSpec& spec, const ParameterStore& params,
                     DType dtype = DType::bf16);
 

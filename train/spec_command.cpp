@@ -83,13 +83,18 @@ SpecFigures run_spec(const Config& cfg, const SpecCommandOptions& o) {
   opt.prefill_chunk = cfg.eval.spec_prefill_chunk;
   opt.graphs = cfg.runtime.graphs;
   opt.rollback_bias = o.rollback_bias;
+  apply_spec_sampling(cfg.eval, opt);
   SpecDecoder decoder(device, target, &drafter, opt);
   std::string stops;
   for (int32_t id : stop) stops += (stops.empty() ? "" : ", ") + std::to_string(id);
   say("spec: drafter " + o.drafter.string() + " (block size " + std::to_string(spec.block_size) + ") on target " +
       cfg.target.path.string() + " (" + device.str() + (cfg.runtime.graphs ? ", recorded programs" : ", eager") +
       "); " + std::to_string(prompts.size()) + " prompts, max_new_tokens " + std::to_string(max_new) + ", stop ids " +
-      (stop.empty() ? stop_source : "[" + stops + "] (" + stop_source + ")"));
+      (stop.empty() ? stop_source : "[" + stops + "] (" + stop_source + ")") + ", " +
+      (decoder.sampled() ? "sampled (temperature " + std::to_string(opt.temperature) + ", top_p " +
+                               std::to_string(opt.top_p) + ", top_k " + std::to_string(opt.top_k) + ", seed " +
+                               std::to_string(cfg.eval.spec_seed) + "; speculative rejection sampling)"
+                         : std::string("greedy")));
 
   // One short warm-up decode of each kind, so that first-touch costs stay out of the timings.
   const int64_t warm = std::min<int64_t>(max_new, 2 * spec.block_size);
@@ -108,7 +113,8 @@ SpecFigures run_spec(const Config& cfg, const SpecCommandOptions& o) {
   const bool exact = device.is_cpu();
   std::vector<SpecPromptResult> results;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    results.push_back(measure_spec_prompt(decoder, prompts[i], max_new, stop, true, exact));
+    results.push_back(
+        measure_spec_prompt(decoder, prompts[i], max_new, stop, true, exact, spec_sample_key(cfg.eval.spec_seed, i)));
     say(spec_prompt_line(results.back(), i, prompts.size()));
     if (records.is_open()) {
       records << spec_output_record(results.back(), stop).dump() << "\n";

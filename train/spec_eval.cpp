@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "model/stop_tokens.h"
+#include "runtime/splitmix.h"
 #include "runtime/error.h"
 
 namespace dflash {
@@ -104,12 +105,23 @@ double SpecPromptResult::tau() const {
 // (2^-6 of it is 0.0849). A real bug (rollback, cache, mask) shows at any margin.
 float bf16_margin_tolerance(float logit) { return std::ldexp(std::max(1.0f, std::fabs(logit)), -5); }
 
+uint64_t spec_sample_key(uint64_t seed, size_t prompt_index) {
+  return splitmix64(splitmix64(seed) ^ uint64_t(prompt_index));
+}
+
+void apply_spec_sampling(const EvalConfig& eval, SpecDecoderOptions& options) {
+  options.temperature = float(eval.spec_temperature);
+  options.top_p = float(eval.spec_top_p);
+  options.top_k = eval.spec_top_k;
+}
+
 SpecPromptResult measure_spec_prompt(SpecDecoder& decoder, const SpecPrompt& p, int64_t max_new,
-                                     const std::vector<int32_t>& stop_ids, bool baseline, bool exact) {
+                                     const std::vector<int32_t>& stop_ids, bool baseline, bool exact,
+                                     uint64_t sample_key) {
   SpecPromptResult r;
   r.where = p.where;
   r.prompt_tokens = int64_t(p.ids.size());
-  const Decoded spec = decoder.decode(p.ids, max_new, stop_ids, true);
+  const Decoded spec = decoder.decode(p.ids, max_new, stop_ids, true, sample_key);
   r.new_tokens = int64_t(spec.output.size()) - r.prompt_tokens;
   for (const SpecRound& round : spec.rounds) {
     r.produced.push_back(round.produced);
@@ -118,8 +130,9 @@ SpecPromptResult measure_spec_prompt(SpecDecoder& decoder, const SpecPrompt& p, 
   r.output = spec.output;
   r.spec_s = spec.decode_s;
   if (!baseline) return r;
-  const Decoded alone = decoder.decode(p.ids, max_new, stop_ids, false);
+  const Decoded alone = decoder.decode(p.ids, max_new, stop_ids, false, sample_key);
   r.target_s = alone.decode_s;
+  if (decoder.sampled()) return r;
   const size_t common = std::min(spec.output.size(), alone.output.size());
   size_t i = 0;
   while (i < common && spec.output[i] == alone.output[i]) ++i;

@@ -55,12 +55,19 @@ struct SpecPromptResult {
 // top-2 margin is at most 2^-5 of its logit's magnitude (at least 2^-5).
 float bf16_margin_tolerance(float logit);
 
+// The prompt's random stream when sampling: a function of the seed and the prompt's index only,
+// so a prompt draws the same numbers whichever worker decodes it.
+uint64_t spec_sample_key(uint64_t seed, size_t prompt_index);
+// temperature, top_p and top_k of [eval] into the decoder's options.
+void apply_spec_sampling(const EvalConfig& eval, SpecDecoderOptions& options);
+
 // Decodes p with the drafter; with `baseline`, also by the target alone, and checks that the two
-// outputs are equal. exact (the CPU, f32): any difference is an error naming the prompt and the
+// outputs are equal (greedy only: sampled outputs differ run to run in what they draw). exact (the CPU, f32): any difference is an error naming the prompt and the
 // position. Otherwise (bf16 on a GPU): a difference is an error unless the target's top-2 margin
 // there is within bf16_margin_tolerance; a tolerated one is reported in the result.
 SpecPromptResult measure_spec_prompt(SpecDecoder& decoder, const SpecPrompt& p, int64_t max_new,
-                                     const std::vector<int32_t>& stop_ids, bool baseline, bool exact);
+                                     const std::vector<int32_t>& stop_ids, bool baseline, bool exact,
+                                     uint64_t sample_key = 0);
 
 struct SpecFigures {
   int64_t block_size = 0, prompts = 0, rounds = 0, new_tokens = 0;

@@ -25,6 +25,8 @@ SpecMonitor::SpecMonitor(const Config& cfg, const std::vector<Replica*>& replica
   o.max_len = longest + max_new_;
   o.prefill_chunk = e.spec_prefill_chunk;
   o.graphs = cfg.runtime.graphs;
+  apply_spec_sampling(e, o);
+  seed_ = e.spec_seed;
   for (const SpecPrompt& p : prompts_)
     check_decode_prompt(p.ids, max_new_, ts.vocab_size, o.max_len, ts.max_position_embeddings,
                         "eval.spec_prompts " + p.where);
@@ -47,7 +49,8 @@ SpecFigures SpecMonitor::measure() {
   auto share = [&](size_t w) {
     try {
       for (size_t i = w; i < prompts_.size(); i += W)
-        results[i] = measure_spec_prompt(*decoders_[w], prompts_[i], max_new_, stop_ids_, false, true);
+        results[i] = measure_spec_prompt(*decoders_[w], prompts_[i], max_new_, stop_ids_, false, true,
+                                         spec_sample_key(seed_, i));
     } catch (...) {
       errors[w] = std::current_exception();
     }

@@ -31,6 +31,7 @@ class SpecMonitor {
   std::vector<SpecPrompt> prompts_;
   std::vector<int32_t> stop_ids_;
   int64_t max_new_ = 0, block_size_ = 0;
+  uint64_t seed_ = 0;  // eval.spec_seed: the sampling streams
   std::vector<std::unique_ptr<SpecDecoder>> decoders_;  // one per replica
 };
 

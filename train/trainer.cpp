@@ -16,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/run_identity.h"
 #include "train/sharded_checkpoint.h"
+#include "train/trackers.h"
 #include "train/trainer_internal.h"
 
 namespace dflash {
@@ -79,6 +80,11 @@ TrainResult Trainer::run() {
   TrainResult result;
   int64_t step = resume();
   result.start_step = step;
+  // Rank 0's experiment trackers follow metrics.jsonl until run() ends, however it ends.
+  TrackerOptions tracking;
+  tracking.restart = !c.checkpoint.resume;
+  const std::unique_ptr<TrackerFollower> trackers =
+      root ? start_trackers(c, tracking, [this](const std::string& s) { log_.warn(s); }) : nullptr;
   report_weights(step);
   if (eval_ && step == 0 && root) result.before = evaluate_now("eval before training", step);
   if (spec_ && step == 0) measure_spec(step, "before training");

@@ -50,6 +50,9 @@ enum : int {
   chunk_count = 6,  // the staged prefill chunk's real rows
   chunk_last = 7,   // chunk_count - 1
   accepted = 8,     // the last round's a
+  key_lo = 9,       // sampling: the prompt's random stream (64 bits, low word first)
+  key_hi = 10,
+  end = 11,         // n + max_new: a block is shortened to end - start slots when fewer are left
 };
 }
 inline constexpr int kSpecStateFields = 16;
@@ -74,5 +77,51 @@ void spec_accept(int32_t* state, const int32_t* block, const int32_t* p, int64_t
 // After a target-alone step: token = its argmax, one more cached position; result as
 // spec_prefill_commit's.
 void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, const float* top, int32_t* result);
+
+// spec_sampling.cpp: sampled speculative decoding (z-lab's dflash_generate with temperature > 0).
+// Random numbers are a function of (the prompt's key, a position, a purpose), so a recorded
+// program draws new ones at every replay without any state but the decode state.
+#if defined(__CUDACC__)
+#define DFLASH_HOST_DEVICE __host__ __device__
+#else
+#define DFLASH_HOST_DEVICE
+#endif
+enum SamplePurpose : int { sample_token = 0, sample_draft = 1, sample_accept = 2, sample_bonus = 3 };
+DFLASH_HOST_DEVICE inline uint64_t sampling_mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+// A uniform number in [0, 1) with 24 random bits (exact in f32), the same on every device.
+DFLASH_HOST_DEVICE inline float sampling_uniform(const int32_t* state, int64_t position, int purpose) {
+  const uint64_t key = (uint64_t(uint32_t(state[spec_state::key_hi])) << 32) | uint32_t(state[spec_state::key_lo]);
+  const uint64_t h = sampling_mix(key ^ sampling_mix(uint64_t(position) * 4u + uint64_t(purpose)));
+  return float(h >> 40) * (1.0f / 16777216.0f);
+}
+
+struct SamplingParams {
+  float temperature = 1;  // > 0
+  float top_p = 1;        // (0, 1]
+  int64_t top_k = 0;      // 0 (or >= V): no cut
+};
+// Per row of logits [n, V]: the probabilities z-lab's _sampling_probs gives: softmax of logits /
+// temperature over the top_k largest (values tied at the cut are all kept), then the smallest
+// set of largest probabilities whose mass reaches top_p (a token is kept when the probabilities
+// strictly above it sum to less than top_p; ties kept together), renormalised. Zero elsewhere.
+void sampling_probs(const float* logits, int64_t n, int64_t V, const SamplingParams& s, float* probs);
+// tokens[r] = the token drawn from probs row r (inverse CDF over the row's own sum) with the
+// uniform number of position state[base] + state[plus] + offset + r and `purpose`.
+void spec_sample(const int32_t* state, int base, int plus, int64_t offset, const float* probs, int64_t n, int64_t V,
+                 int purpose, int32_t* tokens);
+// Speculative rejection sampling after the verify pass (p: the target's probabilities [bs, V],
+// q: the drafter's [bs, V], row k for slot k). L = min(bs, end - start); draft k = 1..L-1 is
+// accepted while u * q[k][d] < p[k-1][d]; the bonus is drawn from max(0, p[a] - q[a+1])
+// renormalised (p[a] when that is all zero) after a rejection, from p[a] when every draft was
+// accepted. accept_all (a test hook, false in real use) accepts every draft without the test.
+// Then as spec_accept: result {a, bonus, block...}, rollback, pending context.
+void spec_accept_sampled(int32_t* state, const int32_t* block, const float* p, const float* q, int64_t bs, int64_t V,
+                         int32_t rollback_bias, bool accept_all, int32_t* result);
 
 }  // namespace dflash::kernels::cpu

@@ -48,4 +48,17 @@ void spec_accept(int32_t* state, const int32_t* block, const int32_t* p, int64_t
 void spec_step_commit(int32_t* state, const int32_t* argmax, const float* margin, const float* top, int32_t* result,
                       void* stream);
 
+// spec_sampling.cu: as kernels/cpu/spec_sampling.cpp (one CTA per row; the rejection step in one
+// CTA). Sums are taken in another order than the CPU's, so a draw can differ where a running sum
+// meets the threshold within rounding; the distributions are the same.
+struct SamplingParams {
+  float temperature, top_p;
+  int64_t top_k;
+};
+void sampling_probs(const float* logits, int64_t n, int64_t V, const SamplingParams& s, float* probs, void* stream);
+void spec_sample(const int32_t* state, int base, int plus, int64_t offset, const float* probs, int64_t n, int64_t V,
+                 int purpose, int32_t* tokens, void* stream);
+void spec_accept_sampled(int32_t* state, const int32_t* block, const float* p, const float* q, int64_t bs, int64_t V,
+                         int32_t rollback_bias, bool accept_all, int32_t* result, void* stream);
+
 }  // namespace dflash::kernels::cuda
