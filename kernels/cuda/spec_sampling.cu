@@ -169,7 +169,8 @@ __global__ void accept_sampled_kernel(int32_t* state, const int32_t* block, cons
     while (a < L - 1) {
       const int32_t d = block[a + 1];
       const float u = kernels::cpu::sampling_uniform(state, start + a + 1, kernels::cpu::sample_accept);
-      if (!accept_all && !(u * q[(a + 1) * V + d] < p[a * V + d])) break;
+      const float target_p = p[a * V + d], draft_q = q[(a + 1) * V + d];
+      if (!accept_all && !(u * draft_q < target_p)) break;
       ++a;
     }
     // All L - 1 accepted: the bonus is drawn from p[a]; otherwise from the residual.
