@@ -5,6 +5,8 @@
 # exactly once in the sources outside tests/, scripts/ and docs/, so it follows the code when files
 # move. Before any verdict: every snippet is found once, the unmutated suite passes, and each mutant
 # changes a file that the CPU build compiles and still compiles (else the list is stale: exit 2).
+# Mutants of the Python tools (python/dflash_data/*.py) run pytest instead (their hint: pytest
+# arguments), over the scratch tree's sources, after the unmutated Python tests pass there.
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
 # GPU machine (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
 # Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it,
@@ -89,7 +91,7 @@ done < <(find "$src" -type f -print0)
 
 # Every snippet once in the production sources, and the replacement different (checked up front).
 mapfile -t sources < <(git -C "$root" ls-files --cached --others --exclude-standard |
-  grep -E '\.(cpp|h|cu|cuh)$' | grep -vE '^(tests|scripts|docs)/')
+  grep -E '\.(cpp|h|cu|cuh)$|^python/dflash_data/.*\.py$' | grep -vE '^(tests|scripts|docs)/')
 where=()
 for i in "${selected[@]}"; do
   [ "${olds[$i]}" != "${news[$i]}" ] || fail "mutant '${names[$i]}': the replacement equals the snippet"
@@ -133,6 +135,18 @@ run_tests() {  # run_tests LOG [doctest args]: the suites, stopping at the first
   shift
   (cd "$src" && timeout "$limit" "$build/dflash-tests" "${suites[@]}" --abort-after=1 "$@") >"$log" 2>&1
 }
+# A mutant of the Python tools (python/dflash_data) runs pytest on the scratch tree's sources (its
+# HINT: pytest arguments, e.g. a test file and -k EXPR; without one, or when the hint passes, all of
+# python/tests), with the scratch build's binaries at build/ as the tests expect them.
+py_selected=0
+for i in "${selected[@]}"; do [[ ${where[$i]} == *.py ]] && py_selected=1; done
+run_py_tests() {  # run_py_tests LOG [pytest args]
+  local log=$1
+  shift
+  [ $# -gt 0 ] || set -- python/tests
+  (cd "$src" && PYTHONPATH="$src/python" timeout "$limit" "$root/.venv/bin/python" -m pytest -q -x \
+    -p no:cacheprovider "$@") >"$log" 2>&1
+}
 
 echo "mutants: building the unmutated tree ($kind) in $build"
 t0=$SECONDS
@@ -152,6 +166,13 @@ else
   run_tests "$logs/baseline-tests.log" || fail "the unmutated CPU suites fail, so no mutant can count as caught; see $logs/baseline-tests.log"
 fi
 echo "mutants: the unmutated suites pass ($((SECONDS - t0)) s)"
+if [ "$py_selected" = 1 ]; then
+  bash "$root/scripts/setup-python.sh" || fail "the Python environment could not be set up (scripts/setup-python.sh)"
+  ln -sfn "$build" "$src/build"
+  run_py_tests "$logs/baseline-python.log" ||
+    fail "the unmutated Python tests fail, so no Python mutant can count as caught; see $logs/baseline-python.log"
+  echo "mutants: the unmutated Python tests pass"
+fi
 
 current="" original="$scratch/original"
 restore() {
@@ -180,20 +201,34 @@ for i in "${selected[@]}"; do
   content=${content%x}
   printf '%s' "${content/"${olds[$i]}"/"${news[$i]}"}" >"$src/$file"
   cmp -s "$original" "$src/$file" && fail "mutant '$name' did not change $file"
-  build_tests "$log.build.log" || fail "mutant '$name' does not compile (an error of this list, not a catch); see $log.build.log"
-  grep -q "no work to do" "$log.build.log" && fail "mutant '$name' changes $file, which the $kind test build does not compile"
   read -r -a hint <<<"${hints[$i]}"
   verdict=""
-  run_tests "$log.hint.log" "${hint[@]}"
-  rc=$?
-  grep -qE 'test cases: +0 \|' "$log.hint.log" && fail "mutant '$name': its hint ${hints[$i]} selects no test case"
-  if [ $rc = 0 ]; then
-    run_tests "$log.all.log" "${all_suites[@]}"
+  if [[ $file == *.py ]]; then
+    run_py_tests "$log.hint.log" "${hint[@]}"
     rc=$?
-    tests_log="$log.all.log"
-    [ $rc = 0 ] || verdict=" (not by its hint)"
+    grep -qE '(no tests ran|0 selected)' "$log.hint.log" && fail "mutant '$name': its hint ${hints[$i]} selects no test"
+    if [ $rc = 0 ]; then
+      run_py_tests "$log.all.log"
+      rc=$?
+      tests_log="$log.all.log"
+      [ $rc = 0 ] || verdict=" (not by its hint)"
+    else
+      tests_log="$log.hint.log"
+    fi
   else
-    tests_log="$log.hint.log"
+    build_tests "$log.build.log" || fail "mutant '$name' does not compile (an error of this list, not a catch); see $log.build.log"
+    grep -q "no work to do" "$log.build.log" && fail "mutant '$name' changes $file, which the $kind test build does not compile"
+    run_tests "$log.hint.log" "${hint[@]}"
+    rc=$?
+    grep -qE 'test cases: +0 \|' "$log.hint.log" && fail "mutant '$name': its hint ${hints[$i]} selects no test case"
+    if [ $rc = 0 ]; then
+      run_tests "$log.all.log" "${all_suites[@]}"
+      rc=$?
+      tests_log="$log.all.log"
+      [ $rc = 0 ] || verdict=" (not by its hint)"
+    else
+      tests_log="$log.hint.log"
+    fi
   fi
   if [ $rc = 0 ]; then
     caught="SURVIVED"
@@ -203,6 +238,7 @@ for i in "${selected[@]}"; do
   else
     # the test case whose block holds the first failed assertion or crash (cases that only print come first)
     caught=$(awk '/^TEST CASE:/ { c = $0 } /ERROR:/ && c != "" { print c; exit }' "$tests_log" | sed 's/^TEST CASE: *//')
+    [ -n "$caught" ] || caught=$(grep -m1 -E '^(FAILED|ERROR) ' "$tests_log" | sed -E 's/^(FAILED|ERROR) //; s/ - .*//')
     [ -n "$caught" ] || caught=$(grep -m1 '^TEST CASE:' "$tests_log" | sed 's/^TEST CASE: *//')
     [ -n "$caught" ] || caught="exit status $rc (see $tests_log)"
     caught="$caught$verdict"

@@ -29,8 +29,9 @@ def register(sub):
     p.add_argument("--limit", type=int, help="at most N rows per dataset (z-lab's seeded choice; default: all)")
     p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
                    help=f"new tokens per turn (default {DEFAULT_MAX_NEW_TOKENS})")
-    p.add_argument("--reasoning", action="store_true",
-                   help="pass enable_thinking=True to the chat template (without it, nothing is passed)")
+    p.add_argument("--reasoning", nargs="?", const="on", choices=("on", "off"),
+                   help="pass enable_thinking=True (on, the default of a bare --reasoning) or False (off) to the "
+                        "chat template; without it, nothing is passed, as in z-lab's benchmark")
     p.add_argument("--report", type=Path, help="write the figures and settings to this JSON file")
     p.add_argument("--dflash-train", dest="dflash_train",
                    help="the dflash-train binary (default: <repo>/build/dflash-train, else on PATH)")
@@ -153,7 +154,8 @@ def bench_with_work_dir(args, names: list[str], target_dir: Path, eval_section: 
     # Every dataset is read and checked before the first (long) decode.
     loaded = {name: bench_datasets.load_turns(name, args.data_dir) for name in names}
     print(f"bench: drafter {args.drafter}, target {target_dir}, max_new_tokens {args.max_new_tokens}, "
-          f"reasoning {'on (enable_thinking=True)' if args.reasoning else 'not passed'}", flush=True)
+          f"reasoning {args.reasoning + ' (enable_thinking=' + str(args.reasoning == 'on') + ')' if args.reasoning else 'not passed'}",
+          flush=True)
     results, every_run = {}, []
     for name in names:
         turns, source = loaded[name]

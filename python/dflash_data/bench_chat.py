@@ -44,9 +44,10 @@ def check_reasoning_switch(tokenizer, target_dir: Path) -> None:
                               "reasoning cannot be turned on; run without --reasoning")
 
 
-def chat_prompt_text(tokenizer, messages: list[dict], reasoning: bool) -> str:
-    """The chat template applied with the generation prompt; enable_thinking only with reasoning."""
-    switch = {"enable_thinking": True} if reasoning else {}
+def chat_prompt_text(tokenizer, messages: list[dict], reasoning: str | None) -> str:
+    """The chat template applied with the generation prompt; enable_thinking only when reasoning is
+    "on" (True) or "off" (False), never when it is None."""
+    switch = {"enable_thinking": reasoning == "on"} if reasoning is not None else {}
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **switch)
 
 

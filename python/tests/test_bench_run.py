@@ -89,9 +89,11 @@ def test_chat_template_gets_enable_thinking_only_with_reasoning(small_target):
     target, raw = small_target
     tokenizer = bench_chat.load_target_tokenizer(target)
     messages = [{"role": "user", "content": "What is 2 + 2?"}]
-    assert bench_chat.chat_prompt_text(tokenizer, messages, False) == user_turn("What is 2 + 2?") + GENERATION_PROMPT
-    assert bench_chat.chat_prompt_text(tokenizer, messages, True) == \
+    assert bench_chat.chat_prompt_text(tokenizer, messages, None) == user_turn("What is 2 + 2?") + GENERATION_PROMPT
+    assert bench_chat.chat_prompt_text(tokenizer, messages, "on") == \
         user_turn("What is 2 + 2?") + GENERATION_PROMPT + "<think>\n"
+    assert bench_chat.chat_prompt_text(tokenizer, messages, "off") == \
+        user_turn("What is 2 + 2?") + GENERATION_PROMPT + "<think>\n\n</think>\n\n"
     text = user_turn("What is 2 + 2?") + GENERATION_PROMPT
     assert bench_chat.prompt_ids(tokenizer, text, 512, "here") == raw.encode(text).ids
 
@@ -258,7 +260,7 @@ def test_bench_runs_spec_on_all_five_datasets(trained, capsys):
     assert data["datasets"]["mt-bench"]["turns"] == 2 and data["datasets"]["mt-bench"]["prompts"] == 4
     assert data["overall"]["prompts"] == 3 + 3 + 3 + 3 + 4
     settings = data["settings"]
-    assert (settings["max_new_tokens"], settings["reasoning"], settings["counts"]["mt-bench"]["rows"]) == (8, False, 2)
+    assert (settings["max_new_tokens"], settings["reasoning"], settings["counts"]["mt-bench"]["rows"]) == (8, None, 2)
     assert "overall" in out and "speedup" in out
 
 
