@@ -52,5 +52,23 @@ TEST_SUITE("bad-input") {
               std::string::npos);
         CHECK_FALSE(std::filesystem::exists(tmp / "dump"));
       }
+    // The sampling flags set the config's eval.spec_* keys: a value out of range is refused by key,
+    // before any work; on another command they are a usage error.
+    struct Bad {
+      std::string flag, message;
+    };
+    for (const Bad& b : {Bad{"--temperature=-1", "eval.spec_temperature = -1: must be 0 (greedy) or a temperature in"},
+                         Bad{"--top-p=0", "eval.spec_top_p = 0: must be in (0, 1]"},
+                         Bad{"--top-k=-2", "eval.spec_top_k = -2: must be at least 0"},
+                         Bad{"--seed=-1", "eval.spec_seed"}}) {
+      const CommandOutput o = train_cli(base + " " + b.flag);
+      INFO(b.flag << ": " << o.text);
+      CHECK(exit_code(o) == 1);
+      CHECK(o.text.find(b.message) != std::string::npos);
+      CHECK_FALSE(std::filesystem::exists(tmp / "dump"));
+    }
+    const CommandOutput other = train_cli("eval --config " + config + " --drafter x --temperature=0.5");
+    CHECK(exit_code(other) == 2);
+    CHECK(other.text.find("--temperature, --top-p, --top-k and --seed belong to the spec command") != std::string::npos);
   }
 }
