@@ -6,7 +6,9 @@
 //   dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]
 //                     [--output FILE.jsonl] [--temperature T --top-p P --top-k K --seed S]
 //                                                  greedy or sampled speculative decoding: the real tau and speedup
-//   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32]
+//   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32] [--overwrite]
+// Exit status: 0 done; 1 an error; 2 a usage error; 3 training stopped by SIGTERM or SIGINT after
+// writing its checkpoint (resume with the same command; a scheduler requeues on it).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -27,12 +29,17 @@ const char* kUsage =
     "       dflash-train spec    --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]\n"
     "                            [--output FILE.jsonl] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
     "                            [--section.key=value ...]\n"
-    "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32]\n";
+    "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32] [--overwrite]\n"
+    "exit status: 0 done, 1 error, 2 usage error, 3 training stopped by SIGTERM/SIGINT after its checkpoint\n";
+
+// Training stopped by a signal after writing its checkpoint (docs/USER_GUIDE.md, Slurm recipe).
+constexpr int kStoppedStatus = 3;
 
 struct Args {
   std::string command = "train";
   std::string config, drafter, checkpoint, out, dtype = "bf16", prompts, max_new_tokens, output;
   std::vector<std::string> overrides;
+  bool overwrite = false;  // export: replace a previous export in --out
   bool sampling = false;  // --temperature, --top-p, --top-k or --seed given (overrides of eval.spec_*)
 };
 
@@ -62,7 +69,8 @@ Args parse(int argc, char** argv) {
     if (s == "-h" || s == "--help") {
       std::printf("%s", kUsage);
       std::exit(0);
-    } else if (s == "--config" || s.rfind("--config=", 0) == 0) a.config = value("--config");
+    } else if (s == "--overwrite") a.overwrite = true;
+    else if (s == "--config" || s.rfind("--config=", 0) == 0) a.config = value("--config");
     else if (s == "--drafter" || s.rfind("--drafter=", 0) == 0) a.drafter = value("--drafter");
     else if (s == "--checkpoint" || s.rfind("--checkpoint=", 0) == 0) a.checkpoint = value("--checkpoint");
     else if (s == "--out" || s.rfind("--out=", 0) == 0) a.out = value("--out");
@@ -83,6 +91,7 @@ Args parse(int argc, char** argv) {
   } else if (a.config.empty()) {
     usage_error(a.command + " needs --config FILE");
   }
+  if (a.overwrite && a.command != "export") usage_error("--overwrite belongs to the export command");
   if ((a.command == "eval" || a.command == "spec") && a.drafter.empty())
     usage_error(a.command + " needs --drafter DIR (an export or checkpoints/step-N)");
   if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty() || !a.output.empty() || a.sampling))
@@ -116,7 +125,7 @@ int main(int argc, char** argv) {
   Args a = parse(argc, argv);
   try {
     if (a.command == "export") {
-      run_export(a.checkpoint, a.out, a.dtype);
+      run_export(a.checkpoint, a.out, a.dtype, a.overwrite);
       return 0;
     }
     Config cfg = load_config(a.config, a.overrides);
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
     else if (a.command == "hidden") run_hidden(cfg);
     else if (a.command == "eval") run_eval(cfg, a.drafter);
     else if (a.command == "spec") run_spec(cfg, spec_options(a));
-    else run_training(cfg);
+    else if (run_training(cfg).interrupted) return kStoppedStatus;
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dflash-train: error: %s\n", e.what());

@@ -338,8 +338,10 @@ void BatchPlanner::restore(const PlannerState& s) {
     for (int64_t i : s.pending[b]) sane = sane && i >= 0 && i < s.sequences && bucket_of_[size_t(i)] == int(b);
   }
   DF_CHECK(sane, source_ << ": the saved data position is inconsistent (epoch " << s.epoch << ", cursor " << s.cursor
-                         << ", pending groups that do not fit their buckets); fix: the file is damaged; resume from "
-                         << "an older checkpoint or start a fresh run");
+                         << ", pending groups that do not fit their buckets); fix: if the data changed since the "
+                         << "checkpoint (one without a data fingerprint cannot tell), resume with the original data or "
+                         << "set data.allow_changed = true; otherwise the file is damaged: resume from an older "
+                         << "checkpoint or start a fresh run");
   start_epoch(s.epoch);
   cursor_ = s.cursor;
   emitted_ = s.emitted;

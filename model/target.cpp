@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 
+#include "model/tiny_tokenizer.h"
 #include "runtime/autograd.h"
 #include "runtime/checksum.h"
 #include "runtime/context.h"
@@ -452,6 +453,7 @@ void write_random_target(const fs::path& dir_in, const SyntheticTargetConfig& c)
     fs::create_directories(tmp);
     write_file_atomic(tmp / "config.json", config.dump(2) + "\n");
     write_safetensors(tmp / "model.safetensors", entries, {{"format", "pt"}});
+    write_tiny_tokenizer(tmp, V);  // tokenizer.json and tokenizer_config.json, when V holds them
     fs::rename(tmp, dir, ec);
     DF_CHECK(!ec, w << ": renaming '" << tmp.string() << "' into place failed (" << ec.message()
                     << "); fix: check that nothing else creates the directory at the same time");

@@ -90,9 +90,10 @@ struct TargetChecksums {
 TargetChecksums target_checksums(const std::filesystem::path& dir, const TargetSpec& spec);
 
 // Writes a Hugging Face directory `dir` (config.json + model.safetensors, F32) holding a random
-// target: weights ~ N(0, init_std^2) from c.seed, norms = 1, untied. It is assembled in a
-// temporary sibling and renamed into place, so `dir` never exists half-written. Refuses to
-// overwrite an existing `dir`.
+// target: weights ~ N(0, init_std^2) from c.seed, norms = 1, untied; with a vocab_size of at least
+// kTinyTokenizerMinVocab also its tokenizer and chat template (model/tiny_tokenizer.h), and no
+// eos_token_id in config.json. It is assembled in a temporary sibling and renamed into place, so
+// `dir` never exists half-written. Refuses to overwrite an existing `dir`.
 void write_random_target(const std::filesystem::path& dir, const SyntheticTargetConfig& c);
 
 }  // namespace dflash

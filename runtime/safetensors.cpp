@@ -120,6 +120,16 @@ SafeTensors::SafeTensors(const std::filesystem::path& path) : file_(path) {
                              << (std::isprint(uint8_t(text[0])) ? std::string(1, text[0]) : std::string("?"))
                              << "'), not '{': the format puts the JSON object at the first byte of the header; "
                              << kCorruptFix);
+  // The format: only spaces (0x20) may follow the JSON object. The parser stops at a NUL byte, so
+  // NUL padding (or any NUL) must be refused here; so is trailing whitespace other than spaces.
+  const void* nul = std::memchr(text, 0, size_t(n));
+  DF_CHECK(!nul, f << ": the header holds a NUL byte at offset " << (static_cast<const char*>(nul) - text)
+                   << ": the format pads the header with spaces (0x20) only; " << kCorruptFix);
+  size_t end = size_t(n);
+  while (end > 0 && text[end - 1] == ' ') --end;
+  DF_CHECK(text[end - 1] == '}', f << ": the header's JSON object is followed by byte " << int(uint8_t(text[end - 1]))
+                                   << " before the data: the format pads the header with spaces (0x20) only; "
+                                   << kCorruptFix);
 
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {

@@ -241,5 +241,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-state.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-inline.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-serving.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-python.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-records.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-folders.sh"
 # Opt-in (full rebuilds): the mutants in headers nearly every file includes.
 if [ "${DFLASH_MUTANTS_HEADERS:-0}" = 1 ]; then source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-headers.sh"; fi

@@ -52,3 +52,9 @@ mutant "export: auto_map names another file" "-ts=export" \
 mutant "trackers: a run that starts over continues the old tracker runs" "-ts=trackers" \
   '  if (options.restart) {' \
   '  if (false) {'
+mutant "tiny tokenizer: <think> and </think> marked special (dropped when decoding)" "-ts=tiny-tokenizer" \
+  'bool special(size_t i) { return i != 3 && i != 4; }' \
+  'bool special(size_t i) { return true; }'
+mutant "tiny tokenizer: written for a vocabulary without room for it" "-ts=tiny-tokenizer" \
+  '  if (vocab_size < kTinyTokenizerMinVocab) return false;' \
+  '  if (vocab_size < 2) return false;'

@@ -55,6 +55,6 @@ TEST_SUITE("config") {
     const std::string d = refusal("[target]\npath = \"t\"\n[data]\ntrain = \"d.jsonl\"\nfrobnicate = 1\n");
     INFO(d);
     CHECK(ends_with(d, "unknown key data.frobnicate; the keys of [data] are train, eval, shards, mode, hidden, overflow, "
-                       "shuffle_seed"));
+                       "shuffle_seed, allow_changed"));
   }
 }

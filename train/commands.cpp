@@ -8,6 +8,7 @@
 #include "model/target.h"
 #include "train/cluster.h"
 #include "train/export.h"
+#include "train/folder_lock.h"
 #include "train/job.h"
 
 namespace dflash {
@@ -113,6 +114,7 @@ ReplicaOptions replica_options(const Job& job, bool eval, bool features) {
 }
 
 void run_prepare(const Config& cfg) {
+  const std::optional<FolderLock> lock = lock_dump_folder(cfg.job.dump_folder, nullptr);
   Job job = setup_job(cfg, say);
   fs::path root = cfg.data.shards.empty() ? cfg.job.dump_folder / "shards" : cfg.data.shards;
   auto pack = [&](const std::unique_ptr<Dataset>& data, const char* name) {
@@ -141,6 +143,8 @@ void run_hidden(const Config& cfg, const ClusterSpec* given) {
   LocalCoordinator local;
   Coordinator& coord = cluster.coord ? *cluster.coord : local;
   try {
+    // Rank 0 holds the dump folder's lock before any rank writes its part (or every rank stops).
+    const std::optional<FolderLock> lock = lock_dump_folder(cfg.job.dump_folder, &coord);
     hidden_features(cfg, cluster, coord);
   } catch (const std::exception& e) {
     // An error on this rank reaches the others (they stop instead of waiting for its part).
@@ -178,8 +182,13 @@ EvalResult run_eval(const Config& cfg, const fs::path& drafter_dir) {
   return r;
 }
 
-void run_export(const fs::path& checkpoint, const fs::path& out, const std::string& dtype) {
+void run_export(const fs::path& checkpoint, const fs::path& out, const std::string& dtype, bool overwrite) {
   DF_CHECK(dtype == "bf16" || dtype == "f32", "--dtype " << dtype << ": use bf16 (the default) or f32");
+  const FolderLock lock = FolderLock::acquire(export_lock_file(out), out, "choose another --out");
+  std::error_code ec;
+  DF_CHECK(overwrite || !fs::is_directory(out, ec) || fs::is_empty(out, ec),
+           "export: --out " << out.string() << " is not empty; fix: pass --overwrite to replace a previous export "
+                            << "there, or choose another --out");
   Context ctx(Device::cpu());
   ContextScope scope(ctx);
   export_checkpoint(checkpoint, out, dtype == "f32" ? DType::f32 : DType::bf16);

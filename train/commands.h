@@ -22,6 +22,9 @@ ReplicaOptions replica_options(const Job& job, bool eval, bool features);
 // features of its contiguous share of the data; rank 0 writes the one index over all shards.
 void run_hidden(const Config& cfg, const ClusterSpec* cluster = nullptr);
 EvalResult run_eval(const Config& cfg, const std::filesystem::path& drafter_dir);
-void run_export(const std::filesystem::path& checkpoint, const std::filesystem::path& out, const std::string& dtype);
+// Holds --out's lock (beside it) while it writes; a non-empty --out is refused unless overwrite
+// (which replaces a previous export; a folder holding other files is refused either way).
+void run_export(const std::filesystem::path& checkpoint, const std::filesystem::path& out, const std::string& dtype,
+                bool overwrite = false);
 
 }  // namespace dflash

@@ -45,6 +45,7 @@ struct DataConfig {
   std::filesystem::path hidden;       // hidden-state shards (offline); empty: <dump_folder>/hidden
   std::string overflow = "truncate";  // sequences longer than the largest bucket: truncate|skip|error
   uint64_t shuffle_seed = 0;
+  bool allow_changed = false;         // resume on changed data: the data order restarts at an epoch's start
   SyntheticDataConfig synthetic;
 };
 

@@ -50,6 +50,7 @@ const std::vector<Field>& fields() {
       DF_FIELD(data.hidden, path),
       DF_FIELD(data.overflow, text),
       DF_FIELD(data.shuffle_seed, seed),
+      DF_FIELD(data.allow_changed, boolean),
       DF_FIELD(data.synthetic.enabled, boolean),
       DF_FIELD(data.synthetic.train_sequences, integer),
       DF_FIELD(data.synthetic.eval_sequences, integer),

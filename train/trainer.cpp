@@ -14,6 +14,8 @@
 
 #include "data/anchors.h"
 #include "train/checkpoint.h"
+#include "train/data_fingerprint.h"
+#include "train/folder_lock.h"
 #include "train/run_identity.h"
 #include "train/sharded_checkpoint.h"
 #include "train/trackers.h"
@@ -80,17 +82,32 @@ TrainResult Trainer::run() {
   TrainResult result;
   int64_t step = resume();
   result.start_step = step;
+  const int64_t total = c.training.steps;
+  // metrics.jsonl continues from the resumed step; a measurement of that step the stopped run
+  // wrote is not repeated, one it had not written yet (after the checkpoint) is made now.
+  const std::string kept = coord_->broadcast(c.checkpoint.resume ? log_.resume_at(step, resumed_unwritten_) : "");
+  const int64_t resumed_at = step;
+  auto recorded = [&](const char* kind, int64_t at) {
+    return at == resumed_at && kept.find(std::string(" ") + kind + " ") != std::string::npos;
+  };
+  // Written once the resume is accepted: a refused resume leaves the folder as it was.
+  if (root && startup_report_) write_startup_json(c.job.dump_folder, *startup_report_);
   // Rank 0's experiment trackers follow metrics.jsonl until run() ends, however it ends.
   TrackerOptions tracking;
   tracking.restart = !c.checkpoint.resume;
   const std::unique_ptr<TrackerFollower> trackers =
       root ? start_trackers(c, tracking, [this](const std::string& s) { log_.warn(s); }) : nullptr;
   report_weights(step);
-  if (eval_ && step == 0 && root) result.before = evaluate_now("eval before training", step);
-  if (spec_ && step == 0) measure_spec(step, "before training");
+  if (eval_ && step == 0 && root && !recorded("eval", step)) result.before = evaluate_now("eval before training", step);
+  if (spec_ && step == 0 && !recorded("spec", step)) measure_spec(step, "before training");
+  if (eval_ && root && step > 0 && step < total && c.training.eval_every > 0 && step % c.training.eval_every == 0 &&
+      !recorded("eval", step))
+    evaluate_now("eval at step " + std::to_string(step), step);
+  if (spec_ && step > 0 && step < total && c.eval.spec_every > 0 && step % c.eval.spec_every == 0 &&
+      !recorded("spec", step))
+    measure_spec(step, "at step " + std::to_string(step));
   SignalGuard signals;
   start_workers();
-  const int64_t total = c.training.steps;
   auto t_start = Clock::now();
   int64_t first = step;
   bool saved_here = false;
@@ -113,9 +130,12 @@ TrainResult Trainer::run() {
     interval.add(r, gathered_.tokens);
     report_weights(step);
     if (hooks_.after_step) hooks_.after_step(step);
-    if (step % c.metrics.log_every == 0 || step == total || step == first + 1) {
+    const bool log_step = step % c.metrics.log_every == 0 || step == total || step == 1;
+    if (log_step) {
       log_.record(interval.mean(r, size_t(cluster_.world)), total);
       interval = Interval();
+    } else if (step == first + 1) {  // a line after a resume; the record waits for the interval's end
+      log_.info(interval.mean(r, size_t(cluster_.world)).line(total));
     }
     double per_step = seconds_since(t_start) / double(step - first);
     log_.progress("step " + std::to_string(step) + "/" + std::to_string(total) + "  loss " +
@@ -133,11 +153,14 @@ TrainResult Trainer::run() {
     const bool stop_here = !gathered_.stopping.empty() || (coord_->size() == 1 && stop_requested());
     if (stop_here) {
       const int sig = g_stop_signal.load();
-      std::string who = sig == SIGINT ? "SIGINT" : sig ? "SIGTERM" : "a stop request";
+      std::string who = sig == SIGINT   ? "SIGINT"
+                        : sig             ? "SIGTERM"
+                        : log_.failed()   ? "a failed metrics write"
+                                          : "a stop request";
       if (cluster_.world > 1 && !gathered_.stopping.empty())
         who += " (the stop flag of rank " + std::to_string(gathered_.stopping[0]) + ")";
       log_.info("received " + who + " at step " + std::to_string(step) + ": writing a checkpoint and stopping");
-      if (!saved_here) result.last_checkpoint = save(step);
+      if (!saved_here || log_.failed()) result.last_checkpoint = save(step);  // keeps the unwritten records
       result.interrupted = true;
       break;
     }
@@ -146,8 +169,9 @@ TrainResult Trainer::run() {
   threads_.clear();
   if (!result.interrupted) {
     if (step > first || !result.last_checkpoint.empty() || step == 0) result.last_checkpoint = save(step);
-    if (eval_ && root) result.after = evaluate_now("eval after training", step);
-    if (spec_) measure_spec(step, "after training");
+    if (eval_ && root && !recorded("eval", step)) result.after = evaluate_now("eval after training", step);
+    if (spec_ && !recorded("spec", step)) measure_spec(step, "after training");
+    if (log_.failed()) result.last_checkpoint = save(step);  // keeps the unwritten records
     if (result.before && result.after)
       log_.info("tau estimate on the eval set: " + std::to_string(result.before->tau).substr(0, 5) + " before training, " +
                 std::to_string(result.after->tau).substr(0, 5) + " after");
@@ -155,6 +179,10 @@ TrainResult Trainer::run() {
     log_.info("stopped at step " + std::to_string(step) + "; resume with the same command");
   }
   log_.info("checkpoint: " + result.last_checkpoint.string());
+  DF_CHECK(!log_.failed(), log_.failure() << "; the run stopped after writing the checkpoint "
+                                          << result.last_checkpoint.string()
+                                          << ", which keeps the records not written; fix: free space on that file "
+                                             "system (or repair the disk), then resume with the same command");
   coord_->barrier();  // no rank leaves while another may still need it
   if (pg_) pg_->finish();
   return result;
@@ -180,7 +208,9 @@ void Trainer::wait_workers() {
   if (error) std::rethrow_exception(error);
 }
 
-bool Trainer::stop_requested() const { return g_stop_signal.load() != 0 || (hooks_.stop_requested && hooks_.stop_requested()); }
+bool Trainer::stop_requested() const {
+  return g_stop_signal.load() != 0 || log_.failed() || (hooks_.stop_requested && hooks_.stop_requested());
+}
 
 std::vector<LocalShard> Trainer::local_shards() {
   std::vector<LocalShard> out;
@@ -208,7 +238,20 @@ int64_t Trainer::resume() {
     ContextScope s(r->context());
     state = load_any_checkpoint(dir, r->drafter().params(), r->optimizer());
   }
-  planner_->restore(PlannerState::from_json(state.at("planner"), (dir / "state.json").string()));
+  if (coord_->rank() == 0) resumed_unwritten_ = state.value("metrics_unwritten", std::vector<std::string>{});
+  const PlannerState saved = PlannerState::from_json(state.at("planner"), (dir / "state.json").string());
+  // Rank 0 compares the data's fingerprints; every rank follows its verdict.
+  const std::string verdict = coord_->rank() == 0 ? check_data_unchanged(c, state, data_fingerprint_, dir) : "";
+  const bool changed = coord_->broadcast(verdict) == "changed";
+  if (changed) {
+    PlannerState next = planner_->state();
+    next.epoch = saved.epoch + 1;
+    planner_->restore(next);
+    log_.info("data.allow_changed = true: the data order starts again at the beginning of epoch " +
+              std::to_string(next.epoch));
+  } else {
+    planner_->restore(saved);
+  }
   int64_t step = state.at("step").get<int64_t>();
   log_.info("resumed from " + dir.string() + " at step " + std::to_string(step));
   // The plan is global: the saved position continues with any number of ranks. The run repeats
@@ -239,6 +282,8 @@ fs::path Trainer::save(int64_t step) {
                           {"world", cluster_.world},
                           {"grad_accum", c.training.grad_accum},
                           {kIdentityKey, identity_}};
+  if (!data_fingerprint_.is_null()) state[kDataFingerprintKey] = data_fingerprint_;
+  if (!log_.unwritten().empty()) state["metrics_unwritten"] = log_.unwritten();
   std::vector<std::string> prune_warnings;
   auto prune = [&] {
     prune_checkpoints(c.job.dump_folder, c.checkpoint.keep, &prune_warnings);
@@ -383,8 +428,11 @@ TrainResult run_training(const Config& cfg, const TrainHooks& hooks, const Clust
   // A launched process: its group outlives the trainer, so that after any failure the process
   // ends in pg->fail (one error line, status 1) before destroying anything that holds the GPU.
   std::unique_ptr<ProcessGroup> pg = trainer_detail::join_if_launched(cfg, cluster);
+  std::optional<FolderLock> lock;  // held until the trainer is gone
   std::unique_ptr<trainer_detail::Trainer> t;
   try {
+    // Before any rank writes to the dump folder: rank 0 holds its lock, or every rank stops.
+    lock = lock_dump_folder(cfg.job.dump_folder, cluster ? cluster->coord : pg ? &pg->coordinator() : nullptr);
     t = std::make_unique<trainer_detail::Trainer>(cfg, hooks, cluster, pg.get());
     return t->run();
   } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 
 #include "data/data.h"
 #include "data/shards.h"
+#include "graphs/startup_report.h"
 #include "graphs/worker.h"
 #include "runtime/comm.h"
 #include "runtime/coordinator.h"
@@ -85,6 +87,8 @@ class Trainer {
   Coordinator* coord_ = nullptr;
   Job job_;
   nlohmann::ordered_json identity_;  // saved with every checkpoint, checked on resume
+  nlohmann::json data_fingerprint_;  // rank 0: of data.train and data.eval, saved and checked likewise
+  std::vector<std::string> resumed_unwritten_;  // rank 0: records the resumed checkpoint kept for metrics.jsonl
   std::unique_ptr<Dataset> train_, eval_;
   std::unique_ptr<HiddenDataset> hidden_;
   std::unique_ptr<BatchPlanner> planner_;
@@ -100,6 +104,7 @@ class Trainer {
   GatheredStep gathered_;
   bool stop_flag_ = false;
   double startup_ms_ = 0, memory_mib_ = 0;
+  std::optional<StartupReport> startup_report_;  // startup.json, written after the resume
 };
 
 }  // namespace dflash::trainer_detail

@@ -11,6 +11,7 @@
 #include "graphs/startup_report.h"
 #include "runtime/fileio.h"
 #include "train/checkpoint.h"
+#include "train/data_fingerprint.h"
 #include "train/export.h"
 #include "train/run_identity.h"
 
@@ -28,7 +29,7 @@ Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* 
     : hooks_(hooks),
       pg_(pg),
       log_((ensure_writable_dir(cfg.job.dump_folder, "job.dump_folder"), cfg.job.dump_folder), cfg.metrics.progress,
-           is_root(given, pg_)) {
+           is_root(given, pg_), !cfg.checkpoint.resume) {
   LogFn info = [this](const std::string& s) { log_.info(s); };
   if (given) cluster_ = *given;
   else if (pg_) cluster_ = pg_->spec();
@@ -51,6 +52,7 @@ Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* 
   if (root) coord_->barrier();
   coord_->check_same(config_fingerprint(job_.cfg), "the configuration");
   const Config& c = job_.cfg;
+  if (root) data_fingerprint_ = job_data_fingerprints(c, info);  // what is read, synthetic data too
   if (given || pg_) {
     job_.devices = cluster_.devices;
     job_.device_note = "rank " + std::to_string(cluster_.first_rank) + " of " + std::to_string(cluster_.world);
@@ -115,7 +117,7 @@ Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* 
         recompute_hint(report, c.runtime.arena_gb > 0, available_memory_bytes(device), sharing,
                        size_t(c.runtime.memory_limit_gb * double(1ull << 30) / double(sharing)));
     if (!hint.empty()) log_.info(hint);
-    if (root) write_startup_json(c.job.dump_folder, report);
+    startup_report_ = report;  // written by run() once a resume is accepted
   } else {
     log_.info("eager mode (runtime.graphs = false): nothing recorded; every step allocates as it runs");
   }

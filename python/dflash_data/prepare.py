@@ -3,7 +3,7 @@ outputs) to the trainer's training data, JSONL and/or token shards, with loss ma
 
 Each conversation is rendered once with the target's whole chat template and tokenized once; a token is trained on
 iff its first character lies in an assistant turn, from after the assistant header through the end-of-turn token
-(docs/USER_GUIDE.md, section 2)."""
+(docs/USER_GUIDE.md, section 3)."""
 
 import argparse
 import json

@@ -100,6 +100,19 @@ class LineReader:
         return data[:end].decode("utf-8", errors="replace").split("\n")
 
 
+def line_start(path, offset):
+    """Where the line holding byte `offset` of `path` begins (the file's end when it is shorter).
+    A resumed trainer cuts metrics.jsonl back to its checkpoint's step, so a tracker run's start
+    offset may lie past the end or inside a line written since; reading from the line's start
+    re-reads records the trackers had, which their (kind, step) skips."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(offset)
+    except FileNotFoundError:
+        return 0
+    return data.rfind(b"\n") + 1
+
+
 class Ending:
     """Whether the run being followed has ended: the trainer gone (its pipe on our stdin closed, or
     our parent changed) or a SIGTERM/SIGINT asked us to finish. Without a parent pid: at once."""
@@ -335,7 +348,7 @@ def follow(args, dump, config, settings, ending):
             trackers[name] = tracker
     try:
         state.save()
-        reader = LineReader(dump / "metrics.jsonl", state.offset)
+        reader = LineReader(dump / "metrics.jsonl", line_start(dump / "metrics.jsonl", state.offset))
         finishing = False
         while trackers:
             if ending.ended():

@@ -185,6 +185,35 @@ def test_restart_at_starts_new_runs_from_that_offset(tmp_path):
         [(r["step"], r["loss"]) for r in fresh]
 
 
+def test_a_file_cut_back_on_resume_is_followed_each_step_once(tmp_path):
+    # The trainer resumed from step 6: the records after it (and a torn line) were cut, then the
+    # same steps were written again with the same values and the run went on.
+    dump = tmp_path / "dump"
+    first = records(range(1, 11), evals=(5, 10))
+    write(dump, first, partial='{"step": 11, "lo')
+    assert follow(dump, "--trackers", "tensorboard").returncode == 0
+    kept = records(range(1, 7), evals=(5,))
+    write(dump, kept, mode="w")
+    again = records(range(7, 16), evals=(10, 15))
+    write(dump, again)
+    r = follow(dump, "--trackers", "tensorboard")
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    state = json.loads((dump / "trackers" / "state.json").read_text())
+    assert state["trackers"]["tensorboard"]["last_step"] == {"train": 15, "eval": 15}
+    check_tensorboard(dump, kept + again)
+
+
+def test_line_start_backs_a_stale_offset_to_a_whole_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    assert track.line_start(path, 40) == 0
+    path.write_text('{"step": 1}\n{"step": 2}\n')
+    assert track.line_start(path, 0) == 0
+    assert track.line_start(path, 12) == 12
+    assert track.line_start(path, 15) == 12
+    assert track.line_start(path, 24) == 24
+    assert track.line_start(path, 100) == 24
+
+
 def test_a_tracker_that_cannot_start_is_one_warning_and_the_others_go_on(tmp_path):
     dump = tmp_path / "dump"
     recs = records(range(1, 6), evals=(5,))

@@ -1,6 +1,6 @@
 """The real trainer (build/dflash-train, configs/tiny.toml shrunk) with trackers on: killed with
-SIGKILL after a checkpoint and resumed, TensorBoard and W&B (offline) hold every logged step once
-with metrics.jsonl's values; a tracker that fails is one warning and the run still finishes."""
+SIGKILL after a checkpoint and resumed (metrics.jsonl cut back to the checkpoint's step, each
+record once), TensorBoard and W&B (offline) hold every logged step once with metrics.jsonl's values; a tracker that fails is one warning and the run still finishes."""
 
 import fcntl
 import json
@@ -72,6 +72,7 @@ def test_killed_and_resumed_run_gives_each_tracker_every_step_once(tmp_path):
     assert 35 <= killed_at < 120, f"killed at step {killed_at}: too late to test a resume"
     assert (dump / "checkpoints" / "step-20").is_dir()
 
+    before = records(dump)
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed from" in second.stdout
@@ -80,16 +81,18 @@ def test_killed_and_resumed_run_gives_each_tracker_every_step_once(tmp_path):
 
     recs = records(dump)
     steps = train_steps(recs)
-    assert len(steps) > len(set(steps))  # the resume re-logged steps after its checkpoint
-    assert set(steps) == set(range(1, 121))
+    assert "metrics.jsonl: removed " in second.stdout  # the records after the checkpoint, cut on resume
+    assert sorted(steps) == list(range(1, 121))  # each step once
     evals = {(r["eval"], r["step"]) for r in recs if "eval" in r}
     assert ("eval at step 30", 30) in evals and ("spec_tau after training", 120) in evals
-    # Re-logged records repeat the first ones (timings aside): bitwise-equal resumes.
+    # Records logged again after the resume repeat the killed run's (timings aside): bitwise-equal
+    # resumes, so the trackers, which had the killed run's, hold the file's values.
     first_seen = {}
-    for r in recs:
+    for r in before + recs:
         key = (r.get("eval"), r["step"])
         kept = {k: v for k, v in r.items() if k not in ("step_ms", "tokens_per_s")}
         assert first_seen.setdefault(key, kept) == kept, key
+    assert len({(r.get("eval"), r["step"]) for r in recs}) == len(recs)
     check_tensorboard(dump, recs)
     rows = check_wandb(dump, recs)
     state = json.loads((dump / "trackers" / "state.json").read_text())
