@@ -101,4 +101,25 @@ struct GoldenSpecModels {
   }
 };
 
+// A random target at Qwen3-8B dims (seed 3) and a random qwen3-8b drafter of 5 layers, block 16
+// (seed 5), in the current context.
+struct RandomQwen3_8B {
+  std::unique_ptr<Target> target;
+  std::unique_ptr<Drafter> drafter;
+  RandomQwen3_8B() {
+    TargetSpec t;
+    t.hidden_size = 4096, t.intermediate_size = 12288, t.num_hidden_layers = 36;
+    t.num_attention_heads = 32, t.num_key_value_heads = 8, t.head_dim = 128, t.vocab_size = 151936;
+    t.rope_theta = 1000000.0, t.max_position_embeddings = 40960;
+    DrafterSpec d;
+    d.hidden_size = 4096, d.intermediate_size = 12288, d.num_hidden_layers = 5, d.num_attention_heads = 32;
+    d.num_key_value_heads = 8, d.head_dim = 128, d.vocab_size = 151936, d.rope_theta = 1000000.0;
+    d.block_size = 16, d.mask_token_id = 151669, d.num_target_layers = 36;
+    d.target_layer_ids = default_target_layer_ids(36, 5);
+    target = Target::random(t, d.target_layer_ids, 1, 3, 0.02);
+    drafter = std::make_unique<Drafter>(d, target->embed_tokens(), target->lm_head());
+    drafter->init_random(5, 0.02);
+  }
+};
+
 }  // namespace dflash::test
