@@ -168,7 +168,10 @@ fi
 echo "mutants: the unmutated suites pass ($((SECONDS - t0)) s)"
 if [ "$py_selected" = 1 ]; then
   bash "$root/scripts/setup-python.sh" || fail "the Python environment could not be set up (scripts/setup-python.sh)"
+  # build/ beside the sources, as the tests expect, and .venv beside the build folder, where the
+  # trainer looks for the trackers' follower (PYTHONPATH puts the scratch sources first for it too).
   ln -sfn "$build" "$src/build"
+  ln -sfn "$root/.venv" "$scratch/.venv"
   run_py_tests "$logs/baseline-python.log" ||
     fail "the unmutated Python tests fail, so no Python mutant can count as caught; see $logs/baseline-python.log"
   echo "mutants: the unmutated Python tests pass"
