@@ -1,6 +1,6 @@
 // dflash-bench step: the DFlash drafter's training step (forward + backward + optimizer) on the
-// shapes of ../shared/BENCH.md, recorded and replayed, with random bf16 target features already on
-// the device (the target forward is not timed). Reports startup, median step time, TFLOP/s
+// anchors' shapes (scripts/anchors/ref_drafter.py), recorded and replayed, with random bf16 target features
+// already on the device (the target forward is not timed). Reports startup, median step time, TFLOP/s
 // counted the way the anchors count, and memory.
 #include <algorithm>
 #include <chrono>
@@ -16,6 +16,7 @@
 #include "graphs/update.h"
 #include "runtime/profile.h"
 #include "train/bucket_step.h"
+#include "train/kernel_choices.h"
 
 
 namespace dflash {
@@ -42,7 +43,7 @@ DrafterSpec bench_spec(const std::string& model) {
     s.hidden_size = 64, s.intermediate_size = 128, s.num_hidden_layers = 2;
     s.num_attention_heads = 4, s.num_key_value_heads = 2, s.head_dim = 16;
   } else {
-    DF_FAIL("--model=" << model << ": use small or qwen3-8b (../shared/BENCH.md), or tiny (a CI-sized drafter)");
+    DF_FAIL("--model=" << model << ": use small or qwen3-8b (the anchors' drafters), or tiny (a CI-sized drafter)");
   }
   return s;
 }
@@ -71,7 +72,7 @@ void fill_random(const Tensor& t, uint64_t seed, float std) {
 
 namespace {
 
-// FLOPs of one step as ../shared/BENCH.md counts them.
+// FLOPs of one step as the anchors count them (scripts/anchors/ref_drafter.py).
 double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32_t>& anchors) {
   const double B = double(b.batch), S = double(b.seq), N = double(b.anchors), bs = double(s.block_size);
   const double T = N * bs, H = double(s.hidden_size), I = double(s.intermediate_size), V = double(s.vocab_size);
@@ -240,6 +241,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
   const DrafterSpec& spec = bench.spec;
   Context& ctx = bench.ctx;
   StartupReport report = make_startup_report(*bench.engine, 1, bench.startup_ms);
+  report.kernel_choices = kernel_choice_lines(bench.dev, spec, buckets, "auto");
   std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), bench.dev.str().c_str(), bench.load_s,
               format_startup_table(report).c_str());
   const size_t peak = ctx.persistent_bytes() + bench.engine->arena_bytes();

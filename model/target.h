@@ -1,5 +1,5 @@
 // The frozen target transformer (Qwen3 or Llama, forward only) loaded from a Hugging Face
-// directory: it produces the drafter's context features (DFLASH.md, "Inputs of one sequence"),
+// directory: it produces the drafter's context features (docs/MODEL.md, "Inputs of one sequence"),
 // and the logits used for greedy data generation. Also writes random targets for tests and the
 // tiny default job.
 #pragma once
@@ -68,7 +68,7 @@ class Target {
     Tensor h, x_next;  // the layer's output; it normed by the next_norm given (else undefined)
   };
   LayerOut decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
-                         const Tensor* next_norm, bool fuse) const;
+                         const Tensor* next_norm) const;
   Tensor run_layers(const Tensor& ids, int64_t last, const Tensor* final_norm,
                     const std::function<void(int64_t, const Tensor&)>& each) const;
 

@@ -243,5 +243,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-serving.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-python.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-records.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-folders.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-heuristics.sh"
 # Opt-in (full rebuilds): the mutants in headers nearly every file includes.
 if [ "${DFLASH_MUTANTS_HEADERS:-0}" = 1 ]; then source "$(dirname "${BASH_SOURCE[0]}")/mutants-list-headers.sh"; fi

@@ -8,7 +8,7 @@
 # Mutants of the Python tools (python/dflash_data/*.py) run pytest instead (their hint: pytest
 # arguments), over the scratch tree's sources, after the unmutated Python tests pass there.
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
-# GPU machine (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
+# GPU machine (scripts/gpu-test.sh mutants); the baseline runs each mutant's hint unmutated.
 # Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it,
 # or #A-B: the list's mutants A to B
 # Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken;

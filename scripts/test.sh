@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the layer order (scripts/check-layers.sh, and its self-test), then sets up, builds from
 # nothing if needed, and runs the whole CPU test suite, the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a GPU host
-# through scripts/gpu-check.sh), the control-flow test of scripts/gpu2-check.sh and the self-tests of
-# scripts/racecheck-foreign.sh and of the sanitizer coverage tools. With
+# through scripts/gpu-test.sh), the control-flow test of scripts/gpu2-check.sh and the self-tests of
+# scripts/racecheck-foreign.sh, of the sanitizer coverage tools and of gpu-test.sh and gpu-bench.sh. With
 # DFLASH_MUTANTS=1 (as CI runs it), the mutation probes (scripts/mutants.sh) follow once the
 # suites pass.
 set -euo pipefail
@@ -13,6 +13,7 @@ bash scripts/build.sh
 ./build/dflash-tests --test-suite-exclude='gpu*' "$@"
 bash scripts/test-python.sh  # the Python tools (python/: dflash-data), offline
 bash scripts/test-gpu2-check.sh  # the multi-GPU check script's control flow, with a stand-in trainer
-bash scripts/test-racecheck-foreign.sh  # gpu-check racecheck-ce's judge of racecheck logs
-bash scripts/test-sanitizer-coverage.sh  # gpu-check's sanitizer coverage: the stand-in tool and the comparison
+bash scripts/test-racecheck-foreign.sh  # gpu-test.sh racecheck's judge of racecheck logs
+bash scripts/test-sanitizer-coverage.sh  # gpu-test.sh coverage: the stand-in tool and the comparison
+bash scripts/test-gpu-scripts.sh  # gpu-test.sh's and gpu-bench.sh's control flow, with stand-ins
 if [ "${DFLASH_MUTANTS:-0}" = 1 ]; then bash scripts/mutants.sh; fi

@@ -1,6 +1,7 @@
 // The profiler's table (`dflash-bench profile`, CPU): every GEMM row's FLOP is calls x 2MNK of its
-// shape, the rows of one step add up to ../shared/BENCH.md's FLOP formula (computed here from the
-// drafter's dims) less the lm_head rows of each block's slot 0, which the drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
+// shape, the rows of one step add up to the anchors' FLOP formula (scripts/anchors/ref_drafter.py;
+// computed here from the drafter's dims) less the lm_head rows of each block's slot 0, which the
+// drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
 // The update row counts the optimizer's bytes; the online target's attention rows count its causal FLOP.
 #include <cstdio>
 #include <filesystem>
@@ -39,7 +40,7 @@ Run run_profile(const std::string& args) {
   return r;
 }
 
-// The step's FLOP as ../shared/BENCH.md counts them, for the tiny drafter of dflash-bench
+// The step's FLOP as the anchors count them (scripts/anchors/ref_drafter.py), for the tiny drafter of dflash-bench
 // (hidden 64, intermediate 128, 2 layers, 4/2 heads of 16, vocab 512, 5 target layers, block 16).
 double bench_formula(double S, double N, double pairs) {
   const double H = 64, I = 128, L = 2, nh = 4, nkv = 2, hd = 16, V = 512, F = 5, bs = 16, T = N * bs;

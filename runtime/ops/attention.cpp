@@ -12,7 +12,8 @@ using namespace detail;
 
 namespace {
 constexpr const char* kOp = "dflash_attention";
-// FLOP per visible (query, key) pair and per head-dim unit, as ../shared/BENCH.md counts them:
+// FLOP per visible (query, key) pair and per head-dim unit, as the anchors count them
+// (scripts/anchors/ref_drafter.py):
 // forward Q K^T and P V (2 + 2); backward 2.5x the forward.
 constexpr double kForwardFlopPerPair = 4.0, kBackwardFlopPerPair = 10.0;
 
