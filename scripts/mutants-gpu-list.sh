@@ -214,7 +214,7 @@ mutant "GPU cuDNN attention: the band admits one key past the diagonal" "-ts=gpu
   '.set_diagonal_band_right_bound(1)'
 # --- The runtime's CUDA side (runtime/cuda/): GEMM tuning's records, cuDNN's plan cache ---
 # (The tuner's pick among candidates survived here, as no test shape had a refused candidate: it moved
-# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list-files.sh.)
+# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list.sh.)
 mutant "GPU GEMM tuner: a shape left to cuBLAS not recorded as decided" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
   'ctx.gemm_table().set(k, kCublasDefault);' \
   '(void)kCublasDefault;'
@@ -227,3 +227,10 @@ mutant "GPU cuDNN attention: a plan reused for another softmax scale" "-ts=gpu-c
 mutant "GPU cuDNN attention: a plan reused for another sequence length" "-ts=gpu-cudnn" \
   'return x.B == y.B && x.S == y.S && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&' \
   'return x.B == y.B && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&'
+# --- Config keys whose effect shows on a GPU only (docs/TESTING.md, "Config keys and their mutants") ---
+mutant "key runtime.gemm_tuning ignored (cuBLAS picks, no table)" "-ts=gpu-gemm-tuning" \
+  'const bool tunes_gemms = c.runtime.gemm_tuning && c.runtime.graphs && cluster_.devices[0].is_cuda();' \
+  'const bool tunes_gemms = false && c.runtime.graphs && cluster_.devices[0].is_cuda();'
+mutant "key runtime.rendezvous_timeout_s ignored (300 s)" "-ts=gpu-config-keys" \
+  'o.timeout_s = cfg.runtime.rendezvous_timeout_s;' \
+  'o.timeout_s = 300;'

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the layer order (scripts/check-layers.sh, and its self-test), then sets up, builds from
 # nothing if needed, and runs the whole CPU test suite, the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a GPU host
-# through scripts/gpu-check.sh), the control-flow test of scripts/gpu2-check.sh and the self-tests of
+# through scripts/gpu-check.sh), a tiny run killed and resumed 20 times (scripts/test-kill-resume.sh),
+# the control-flow test of scripts/gpu2-check.sh and the self-tests of
 # scripts/racecheck-foreign.sh and of the sanitizer coverage tools. With
 # DFLASH_MUTANTS=1 (as CI runs it), the mutation probes (scripts/mutants.sh) follow once the
 # suites pass.
@@ -11,6 +12,7 @@ bash scripts/check-layers.sh --self-test
 bash scripts/check-layers.sh
 bash scripts/build.sh
 ./build/dflash-tests --test-suite-exclude='gpu*' "$@"
+bash scripts/test-kill-resume.sh  # a tiny run SIGKILLed 20 times and resumed: its metrics.jsonl equals an uninterrupted run's
 bash scripts/test-python.sh  # the Python tools (python/: dflash-data), offline
 bash scripts/test-gpu2-check.sh  # the multi-GPU check script's control flow, with a stand-in trainer
 bash scripts/test-racecheck-foreign.sh  # gpu-check racecheck-ce's judge of racecheck logs
