@@ -2,7 +2,8 @@
 // /dev/full) is cut back off the file and stops the run after a checkpoint that keeps the records
 // not written; a resume cuts the file back to the checkpoint's step (a torn line, later records)
 // and makes a measurement of that step the stopped run had not written; every (kind, step) then
-// appears once, as in an uninterrupted run. A fresh run refuses an existing metrics.jsonl.
+// appears once, as in an uninterrupted run, and a record whose log interval a checkpoint splits
+// covers all its steps. A fresh run refuses an existing metrics.jsonl.
 #include <cerrno>
 #include <set>
 
