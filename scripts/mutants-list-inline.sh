@@ -24,7 +24,7 @@ mutant "default target layers: a drafter of no features accepted" "-ts=inline-wi
 mutant "cluster: a CPU build's refusal of a launched process names the launcher, not the rank" "-ts=inline-wiring -tc=a?launched?process*" \
   'DF_FAIL("this process is " << launch.describe() << ", but this build has no NCCL: the processes of a run meet "' \
   'DF_FAIL("this process is " << launch.launcher << ", but this build has no NCCL: the processes of a run meet "'
-# --- Rendezvous state (runtime/rendezvous_wire.h) ---
+# --- Rendezvous state (dist/rendezvous_wire.h) ---
 mutant "rendezvous: the error line counts as printed from the start, so a failing rank prints none" "-ts=rendezvous?failure" \
   'std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(false);' \
   'std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(true);'
