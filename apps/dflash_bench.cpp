@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "apps/bench.h"
+#include "dist/comm.h"
 #include "graphs/worker.h"
-#include "runtime/comm.h"
 #include "train/toy_worker.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"

@@ -108,6 +108,117 @@ mutant "synthetic: greedy generation may emit the mask token" "-ts=data,config-e
 mutant "synthetic: the prompt's last token trained on" "-ts=trainer" \
   'for (int64_t i = 0; i < c.prompt_length; ++i) s.loss_mask[size_t(i)] = 0;' \
   'for (int64_t i = 0; i + 1 < c.prompt_length; ++i) s.loss_mask[size_t(i)] = 0;'
+# --- dist/comm.cpp ---
+mutant "reduce_scatter: every rank reduces the first slice" "-ts=ranks" \
+  'const int64_t at = int64_t(rank) * count;' \
+  'const int64_t at = 0;'
+mutant "thread all_reduce: slices rounded down leave the tail unreduced" "-ts=concurrency" \
+  'int64_t per = (n_ + world_ - 1) / world_;' \
+  'int64_t per = n_ / world_;'
+mutant "reduce_scatter_: every rank's sum written into the first slice" "-ts=ranks" \
+  'float* recv = p + int64_t(rank) * count;' \
+  'float* recv = p;'
+mutant "thread communicator: a later rank's registration redefines the size (mismatched models accepted)" "-ts=state-wiring -tc=thread?communicator*" \
+  'if (n_ == 0 && n > 0) {' \
+  'if (n > 0) {'
+mutant "communicator: an all_reduce over fewer floats than registered accepted" "-ts=state-wiring -tc=thread?communicator*" \
+  'DF_CHECK(buffers[size_t(rank)] == data && n == want,' \
+  'DF_CHECK(buffers[size_t(rank)] == data,'
+mutant "reduce_scatter_: a buffer that does not split into equal slices accepted" "-ts=state-wiring -tc=thread?communicator*" \
+  'DF_CHECK(flat.numel() % world == 0, "reduce_scatter: " << flat.describe() << " does not split into " << world' \
+  'DF_CHECK(flat.numel() >= world, "reduce_scatter: " << flat.describe() << " does not split into " << world'
+# --- dist/coordinator.cpp ---
+mutant "check_same: rank 1 never compared with rank 0" "-ts=ranks" \
+  'for (size_t r = 1; r < all.size(); ++r)' \
+  'for (size_t r = 2; r < all.size(); ++r)'
+mutant "thread coordinator: a later failure replaces the first" "-ts=concurrency" \
+  'if (!s_.failure_) s_.failure_ = "rank "' \
+  's_.failure_ = "rank "'
+# --- dist/launch.cpp ---
+mutant "launch: Slurm's variables win over torchrun's" "-ts=launch" \
+  'if (env(name)) return parse_vars(env, kTorchrun);' \
+  'if (env(name) && !env("SLURM_PROCID")) return parse_vars(env, kTorchrun);'
+mutant "launch: RANK equal to WORLD_SIZE accepted" "-ts=launch" \
+  'DF_CHECK(l.rank < l.world,' \
+  'DF_CHECK(l.rank <= l.world,'
+mutant "launch: LOCAL_RANK equal to LOCAL_WORLD_SIZE accepted" "-ts=launch" \
+  'DF_CHECK(l.local_rank < l.local_world,' \
+  'DF_CHECK(l.local_rank <= l.local_world,'
+mutant "launch: an empty MASTER_ADDR accepted" "-ts=launch" \
+  'DF_CHECK(addr && !addr->empty(),' \
+  'DF_CHECK(addr.has_value(),'
+mutant "launch: the rendezvous on MASTER_PORT itself, not MASTER_PORT + 1" "-ts=launch" \
+  'return launch.master_port + 1;' \
+  'return launch.master_port;'
+mutant "launch: runtime.rendezvous_port ignored" "-ts=launch" \
+  'if (configured_port > 0) return int(configured_port);' \
+  'if (false) return int(configured_port);'
+mutant "launch: the one visible GPU not taken when LOCAL_RANK > 0" "-ts=launch" \
+  'if (visible == 1) return 0;' \
+  'if (visible == 1 && l.local_rank == 0) return 0;'
+mutant "launch: LOCAL_RANK beyond the visible GPUs accepted" "-ts=launch" \
+  'DF_CHECK(l.local_rank < visible, who' \
+  'DF_CHECK(l.local_rank <= visible, who'
+mutant "launch: a runtime.devices list one entry short accepted" "-ts=launch" \
+  'DF_CHECK(l.local_rank < int(ids.size()),' \
+  'DF_CHECK(l.local_rank <= int(ids.size()),'
+mutant "launch: a listed GPU id equal to the count visible accepted" "-ts=launch" \
+  'DF_CHECK(id < visible,' \
+  'DF_CHECK(id <= visible,'
+# --- dist/launch.h ---
+mutant "launch: a world of one counts as distributed" "-ts=launch" \
+  'bool distributed() const { return world > 1; }' \
+  'bool distributed() const { return world >= 1; }'
+# --- dist/optimizer_distributed.cpp ---
+mutant "gradients not all-reduced across workers" "-ts=trainer-reference" \
+  'else all_reduce_(comm, params_.flat_grads(), rank);' \
+  'else (void)rank;'
+mutant "adamw over ranks: the gradient scale applied from the start of the buffer, not this rank's slice" "-ts=ranks -tc=sharded*" \
+  'x.launch([=] { kernels::cpu::scale_inplace(g + at, len, grad_scale); });' \
+  'x.launch([=] { kernels::cpu::scale_inplace(g, len, grad_scale); });'
+# --- dist/rendezvous.cpp ---
+mutant "rendezvous: a joiner that reports another world size accepted" "-ts=rendezvous*" \
+  'if (world != o.world) {' \
+  'if (false) {'
+mutant "rendezvous: the timeout names the ranks that arrived, not the missing ones" "-ts=rendezvous*" \
+  'if (!by_rank[size_t(k)]) missing +=' \
+  'if (by_rank[size_t(k)]) missing +='
+mutant "rendezvous: port 65536 accepted (wraps to 0, an ephemeral port)" "-ts=thin-wiring -tc=rendezvous*" \
+  'DF_CHECK(o.port >= 1 && o.port <= 65535, "rendezvous: port "' \
+  'DF_CHECK(o.port >= 1 && o.port <= 65536, "rendezvous: port "'
+mutant "rendezvous: a rank equal to the world size accepted" "-ts=thin-wiring -tc=rendezvous*" \
+  'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world,' \
+  'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank <= o.world,'
+# --- dist/rendezvous_watch.cpp ---
+mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
+  'abort_if_wanted();  // a hook installed after the failure was seen' \
+  '(void)0;  // a hook installed after the failure was seen'
+mutant "rendezvous watch: a later failure replaces the first one recorded" "-ts=thin-wiring -tc=rendezvous*" \
+  'if (s.failure) return false;' \
+  'if (false) return false;'
+mutant "rendezvous watch: this rank's own failure after finish() dropped" "-ts=thin-wiring -tc=rendezvous*" \
+  'if (print && s.finished) return false;' \
+  'if (s.finished) return false;'
+# --- dist/rendezvous_wire.cpp ---
+mutant "rendezvous wire: a frame taken before its body has arrived" "-ts=rendezvous*" \
+  'if (buf.size() < 16 + size_t(len)) return std::nullopt;' \
+  'if (buf.size() < 16) return std::nullopt;'
+mutant "rendezvous wire: a taken frame's body left in the buffer" "-ts=rendezvous*" \
+  'buf.erase(0, 16 + size_t(len));' \
+  'buf.erase(0, 16);'
+mutant "rendezvous wire: foreign bytes read as a frame" "-ts=rendezvous*" \
+  'if (ntohl(h[0]) != kMagic) throw Error("not a dflash rendezvous message");' \
+  'if (false) throw Error("not a dflash rendezvous message");'
+mutant "rendezvous wire: an oversized length accepted" "-ts=rendezvous*" \
+  'if (len > kMaxFrame) throw' \
+  'if (false) throw'
+mutant "rendezvous wire: a gather result cut short accepted" "-ts=rendezvous*" \
+  'DF_CHECK(at + n <= bytes.size(), "rendezvous: a malformed gather result");' \
+  'DF_CHECK(true, "rendezvous: a malformed gather result");'
+# --- dist/rendezvous_wire.h ---
+mutant "rendezvous: the error line counts as printed from the start, so a failing rank prints none" "-ts=rendezvous?failure" \
+  'std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(false);' \
+  'std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(true);'
 # --- graphs/buckets.cpp ---
 mutant "smallest_bucket_for: the largest bucket that holds it" "-ts=buckets" \
   'buckets[i].seq < buckets[size_t(best)].seq' \
@@ -596,25 +707,6 @@ mutant "CRC-32: two slice-by-8 tables swapped" "-ts=checkpoint-io" \
 mutant "crc32: the value lacks the final complement" "-ts=checkpoint-io" \
   'uint32_t value() const { return ~state_; }' \
   'uint32_t value() const { return state_; }'
-# --- runtime/comm.cpp ---
-mutant "reduce_scatter: every rank reduces the first slice" "-ts=ranks" \
-  'const int64_t at = int64_t(rank) * count;' \
-  'const int64_t at = 0;'
-mutant "thread all_reduce: slices rounded down leave the tail unreduced" "-ts=concurrency" \
-  'int64_t per = (n_ + world_ - 1) / world_;' \
-  'int64_t per = n_ / world_;'
-mutant "reduce_scatter_: every rank's sum written into the first slice" "-ts=ranks" \
-  'float* recv = p + int64_t(rank) * count;' \
-  'float* recv = p;'
-mutant "thread communicator: a later rank's registration redefines the size (mismatched models accepted)" "-ts=state-wiring -tc=thread?communicator*" \
-  'if (n_ == 0 && n > 0) {' \
-  'if (n > 0) {'
-mutant "communicator: an all_reduce over fewer floats than registered accepted" "-ts=state-wiring -tc=thread?communicator*" \
-  'DF_CHECK(buffers[size_t(rank)] == data && n == want,' \
-  'DF_CHECK(buffers[size_t(rank)] == data,'
-mutant "reduce_scatter_: a buffer that does not split into equal slices accepted" "-ts=state-wiring -tc=thread?communicator*" \
-  'DF_CHECK(flat.numel() % world == 0, "reduce_scatter: " << flat.describe() << " does not split into " << world' \
-  'DF_CHECK(flat.numel() >= world, "reduce_scatter: " << flat.describe() << " does not split into " << world'
 # --- runtime/context.cpp ---
 mutant "a recording given its plan's placement still uses the online offsets" "-tc=*placement*offsets*" \
   'offset = placement_->offsets[placed_++];' \
@@ -631,13 +723,6 @@ mutant "context: a CPU recording without a sink for its kernel calls accepted" "
 mutant "context: a persistent allocation after the seal accepted" "-ts=thin-wiring -tc=context*" \
   'if (sealed_) refuse_sealed("persistent allocation", bytes);' \
   '(void)0;'
-# --- runtime/coordinator.cpp ---
-mutant "check_same: rank 1 never compared with rank 0" "-ts=ranks" \
-  'for (size_t r = 1; r < all.size(); ++r)' \
-  'for (size_t r = 2; r < all.size(); ++r)'
-mutant "thread coordinator: a later failure replaces the first" "-ts=concurrency" \
-  'if (!s_.failure_) s_.failure_ = "rank "' \
-  's_.failure_ = "rank "'
 # --- runtime/fileio.cpp ---
 mutant "atomic write: a writer that ignores a failed write still renames" "-ts=checkpoint-io" \
   'if (sink_failed) throw OsFailure{' \
@@ -658,41 +743,6 @@ mutant "the GEMM table writes cuBLAS's own algorithm as nine integers" "-ts=gemm
 mutant "the GEMM table reads -1 0 0 0 0 0 0 0 0 as a cuBLASLt algorithm" "-ts=gemm-table" \
   'ok = ok && !is_cublas_default(cfg);  // -1 0 ... 0 is written "cublas"' \
   'ok = ok;'
-# --- runtime/launch.cpp ---
-mutant "launch: Slurm's variables win over torchrun's" "-ts=launch" \
-  'if (env(name)) return parse_vars(env, kTorchrun);' \
-  'if (env(name) && !env("SLURM_PROCID")) return parse_vars(env, kTorchrun);'
-mutant "launch: RANK equal to WORLD_SIZE accepted" "-ts=launch" \
-  'DF_CHECK(l.rank < l.world,' \
-  'DF_CHECK(l.rank <= l.world,'
-mutant "launch: LOCAL_RANK equal to LOCAL_WORLD_SIZE accepted" "-ts=launch" \
-  'DF_CHECK(l.local_rank < l.local_world,' \
-  'DF_CHECK(l.local_rank <= l.local_world,'
-mutant "launch: an empty MASTER_ADDR accepted" "-ts=launch" \
-  'DF_CHECK(addr && !addr->empty(),' \
-  'DF_CHECK(addr.has_value(),'
-mutant "launch: the rendezvous on MASTER_PORT itself, not MASTER_PORT + 1" "-ts=launch" \
-  'return launch.master_port + 1;' \
-  'return launch.master_port;'
-mutant "launch: runtime.rendezvous_port ignored" "-ts=launch" \
-  'if (configured_port > 0) return int(configured_port);' \
-  'if (false) return int(configured_port);'
-mutant "launch: the one visible GPU not taken when LOCAL_RANK > 0" "-ts=launch" \
-  'if (visible == 1) return 0;' \
-  'if (visible == 1 && l.local_rank == 0) return 0;'
-mutant "launch: LOCAL_RANK beyond the visible GPUs accepted" "-ts=launch" \
-  'DF_CHECK(l.local_rank < visible, who' \
-  'DF_CHECK(l.local_rank <= visible, who'
-mutant "launch: a runtime.devices list one entry short accepted" "-ts=launch" \
-  'DF_CHECK(l.local_rank < int(ids.size()),' \
-  'DF_CHECK(l.local_rank <= int(ids.size()),'
-mutant "launch: a listed GPU id equal to the count visible accepted" "-ts=launch" \
-  'DF_CHECK(id < visible,' \
-  'DF_CHECK(id <= visible,'
-# --- runtime/launch.h ---
-mutant "launch: a world of one counts as distributed" "-ts=launch" \
-  'bool distributed() const { return world > 1; }' \
-  'bool distributed() const { return world >= 1; }'
 # --- runtime/ops/attention.cpp ---
 mutant "dflash_attention: a saved lse of the wrong shape is accepted" "-ts=attention,ops-wiring -tc=*saved*,bad?arguments*" \
   'saved->out.dtype() == q.dtype() && saved->lse.shape() == lse_shape;' \
@@ -865,13 +915,6 @@ mutant "parameter store: a sharded rank's part of a straddling parameter taken f
 mutant "parameter store: the flat size padded to the alignment only, not to world equal aligned slices" "-ts=state-wiring -tc=parameter?store*" \
   'const int64_t unit = align * layout.world;' \
   'const int64_t unit = align;'
-# --- runtime/optimizer_distributed.cpp ---
-mutant "gradients not all-reduced across workers" "-ts=trainer-reference" \
-  'else all_reduce_(comm, params_.flat_grads(), rank);' \
-  'else (void)rank;'
-mutant "adamw over ranks: the gradient scale applied from the start of the buffer, not this rank's slice" "-ts=ranks -tc=sharded*" \
-  'x.launch([=] { kernels::cpu::scale_inplace(g + at, len, grad_scale); });' \
-  'x.launch([=] { kernels::cpu::scale_inplace(g, len, grad_scale); });'
 # --- runtime/placement.cpp ---
 mutant "offline placement ignores blocks that die after this one starts" "-tc=*offline*placement*" \
   'if (blocks[j].start < b.end && b.start < blocks[j].end) busy.emplace_back' \
@@ -892,49 +935,6 @@ mutant "profile: tracing's cost per call divided by the rows, not the calls" "-t
 mutant "profile: a row's share of the kernels' time only, idle left out" "-ts=thin-wiring -tc=profile*" \
   'total > 0 ? 100.0 * r.ms / total : 0.0, work.c_str(), rate.c_str());' \
   'kernels > 0 ? 100.0 * r.ms / kernels : 0.0, work.c_str(), rate.c_str());'
-# --- runtime/rendezvous.cpp ---
-mutant "rendezvous: a joiner that reports another world size accepted" "-ts=rendezvous*" \
-  'if (world != o.world) {' \
-  'if (false) {'
-mutant "rendezvous: the timeout names the ranks that arrived, not the missing ones" "-ts=rendezvous*" \
-  'if (!by_rank[size_t(k)]) missing +=' \
-  'if (by_rank[size_t(k)]) missing +='
-mutant "rendezvous: port 65536 accepted (wraps to 0, an ephemeral port)" "-ts=thin-wiring -tc=rendezvous*" \
-  'DF_CHECK(o.port >= 1 && o.port <= 65535, "rendezvous: port "' \
-  'DF_CHECK(o.port >= 1 && o.port <= 65536, "rendezvous: port "'
-mutant "rendezvous: a rank equal to the world size accepted" "-ts=thin-wiring -tc=rendezvous*" \
-  'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world,' \
-  'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank <= o.world,'
-# --- runtime/rendezvous_watch.cpp ---
-mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
-  'abort_if_wanted();  // a hook installed after the failure was seen' \
-  '(void)0;  // a hook installed after the failure was seen'
-mutant "rendezvous watch: a later failure replaces the first one recorded" "-ts=thin-wiring -tc=rendezvous*" \
-  'if (s.failure) return false;' \
-  'if (false) return false;'
-mutant "rendezvous watch: this rank's own failure after finish() dropped" "-ts=thin-wiring -tc=rendezvous*" \
-  'if (print && s.finished) return false;' \
-  'if (s.finished) return false;'
-# --- runtime/rendezvous_wire.cpp ---
-mutant "rendezvous wire: a frame taken before its body has arrived" "-ts=rendezvous*" \
-  'if (buf.size() < 16 + size_t(len)) return std::nullopt;' \
-  'if (buf.size() < 16) return std::nullopt;'
-mutant "rendezvous wire: a taken frame's body left in the buffer" "-ts=rendezvous*" \
-  'buf.erase(0, 16 + size_t(len));' \
-  'buf.erase(0, 16);'
-mutant "rendezvous wire: foreign bytes read as a frame" "-ts=rendezvous*" \
-  'if (ntohl(h[0]) != kMagic) throw Error("not a dflash rendezvous message");' \
-  'if (false) throw Error("not a dflash rendezvous message");'
-mutant "rendezvous wire: an oversized length accepted" "-ts=rendezvous*" \
-  'if (len > kMaxFrame) throw' \
-  'if (false) throw'
-mutant "rendezvous wire: a gather result cut short accepted" "-ts=rendezvous*" \
-  'DF_CHECK(at + n <= bytes.size(), "rendezvous: a malformed gather result");' \
-  'DF_CHECK(true, "rendezvous: a malformed gather result");'
-# --- runtime/rendezvous_wire.h ---
-mutant "rendezvous: the error line counts as printed from the start, so a failing rank prints none" "-ts=rendezvous?failure" \
-  'std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(false);' \
-  'std::shared_ptr<std::atomic<bool>> printed = std::make_shared<std::atomic<bool>>(true);'
 # --- runtime/safetensors.cpp ---
 mutant "safetensors BOOL loaded as u8 keeps bytes other than 0 and 1" "-tc=*conversions?from?F16*" \
   'for (uint8_t& x : b) x = x != 0;' \

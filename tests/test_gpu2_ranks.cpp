@@ -6,7 +6,7 @@
 #ifdef DFLASH_CUDA
 #include <thread>
 
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
 #include "runtime/fileio.h"
 #include "tests/gpu_test_util.h"
 #include "tests/trainer_fixture.h"

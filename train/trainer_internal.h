@@ -16,10 +16,10 @@
 
 #include "data/data.h"
 #include "data/shards.h"
+#include "dist/comm.h"
+#include "dist/coordinator.h"
 #include "graphs/startup_report.h"
 #include "graphs/worker.h"
-#include "runtime/comm.h"
-#include "runtime/coordinator.h"
 #include "train/bucket_step.h"
 #include "train/cluster.h"
 #include "train/eval.h"

@@ -1,5 +1,5 @@
 // Coordinator helpers and the coordinator of ranks that are threads.
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
 
 #include "runtime/error.h"
 

@@ -1,15 +1,15 @@
-// The optimizer step over several ranks: gradients reduced (all-reduce, or reduce-scatter when the
-// optimizer state is sharded), the global norm summed from per-slice sums in rank order (the same
-// slices in both modes, so sharded == unsharded bit for bit whenever the reduced gradients are),
-// AdamW on this rank's slice or on everything, the compute weights all-gathered when sharded.
+// The optimizer step over several ranks (dist/optimizer_distributed.h): gradients reduced
+// (all-reduce, or reduce-scatter when the optimizer state is sharded), the global norm summed from
+// per-slice sums in rank order, AdamW on this rank's slice or on everything, the compute weights
+// all-gathered when sharded.
+#include "dist/optimizer_distributed.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/optimizer_slices.h"
-#include "runtime/comm.h"
 #include "runtime/ops/common.h"
-#include "runtime/optimizer.h"
 #ifdef DFLASH_CUDA
 #include "kernels/cuda/optimizer_slices.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -18,13 +18,14 @@
 namespace dflash {
 using namespace ops::detail;
 
-void AdamWOptimizer::prepare_distributed(int world) {
-  if (world > 1 && (!slice_sums_.defined() || slice_sums_.numel() != 8 * int64_t(world)))
-    slice_sums_ = Tensor::persistent({8 * int64_t(world)}, DType::u8, "optimizer.slice_sums");
+DistributedAdamW::DistributedAdamW(AdamWOptimizer& optimizer, int world)
+    : optimizer_(optimizer), params_(optimizer.params()) {
+  DF_CHECK(world > 1, "the update over ranks needs at least 2 ranks, not " << world);
+  slice_sums_ = Tensor::persistent({8 * int64_t(world)}, DType::u8, "optimizer.slice_sums");
 }
 
-void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_out, Communicator* comm, int rank,
-                                        bool grads_reduced) {
+void DistributedAdamW::update(float grad_scale, const Tensor& stats_out, Communicator* comm, int rank,
+                              bool grads_reduced) const {
   OpScope op("adamw");
   check_dtype("adamw", stats_out, DType::f32, "stats_out");
   DF_CHECK(stats_out.numel() == 2, "adamw: stats_out is " << stats_out.describe() << "; it must hold 2 floats");
@@ -34,7 +35,8 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
   DF_CHECK(!sharded || (layout.world == W && layout.rank == rank),
            "adamw: the parameter store is sharded for rank " << layout.rank << " of " << layout.world
                                                               << " but the update runs as rank " << rank << " of " << W);
-  DF_CHECK(slice_sums_.defined() && slice_sums_.numel() == 8 * int64_t(W), "adamw: prepare_distributed(" << W << ") was not called before recording");
+  DF_CHECK(slice_sums_.numel() == 8 * int64_t(W), "adamw: the update over ranks was built for "
+                                                      << slice_sums_.numel() / 8 << " ranks, not " << W);
   const int64_t n = params_.padded_numel();
   // Slice q is [q*s, (q+1)*s) clipped to n; with a store laid out for W ranks, exactly n / W.
   const int64_t s = layout.world == W ? n / W : ((n + W - 1) / W + 15) / 16 * 16;
@@ -48,10 +50,12 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
   }
   float* g = f32(params_.flat_grads());
   float* p = f32(params_.flat_master());  // the slice when sharded
-  float *m = f32(m_), *v = f32(v_), *lr = f32(lr_), *norm = f32(norm_), *stats = f32(stats_out);
+  float *m = f32(optimizer_.adam_m()), *v = f32(optimizer_.adam_v()), *lr = f32(optimizer_.lr_buffer()),
+        *norm = f32(optimizer_.norm_buffer()), *stats = f32(stats_out);
   double* sums = static_cast<double*>(slice_sums_.raw());
-  int32_t* step = i32(step_);
-  const OptimizerConfig c = config_;
+  int32_t* step = i32(optimizer_.step_counter());
+  const OptimizerConfig c = optimizer_.config();
+  const bool zero_grads = optimizer_.zero_grads();
   // The span AdamW updates: this rank's slice (sharded) or everything.
   const int64_t at = sharded ? mine : 0, len = sharded ? mine_len : n;
 
@@ -78,7 +82,7 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
       x.launch([=] { kernels::cpu::copy_bytes(compute + at, p, size_t(len) * sizeof(float)); });
       all_gather_(comm, params_.flat_compute(), rank);
     }
-    if (zero_grads_) x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });
+    if (zero_grads) x.launch([=] { kernels::cpu::fill_zero(g, size_t(n) * sizeof(float)); });
     x.launch([=] { kernels::cpu::increment_step(step); });
     x.launch([=] { kernels::cpu::copy_bytes(stats, norm, sizeof(float)); });
     x.launch([=] { kernels::cpu::copy_bytes(stats + 1, lr, sizeof(float)); });
@@ -86,7 +90,7 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
   }
 #ifdef DFLASH_CUDA
   Context& x = ctx();
-  float* partials = f32(partials_);
+  float* partials = f32(optimizer_.norm_partials());
   if (sharded) {
     if (void* st = x.cuda_stream_for_launch())
       kernels::cuda::scale_and_sum_squares(g + mine, mine_len, grad_scale, partials, sums + rank, st);
@@ -103,7 +107,7 @@ void AdamWOptimizer::update_distributed(float grad_scale, const Tensor& stats_ou
   }
   if (sharded) all_gather_(comm, params_.flat_compute(), rank);
   if (void* st = x.cuda_stream_for_launch()) {
-    if (zero_grads_) cuda_backend::memset_async(g, 0, size_t(n) * sizeof(float), st);
+    if (zero_grads) cuda_backend::memset_async(g, 0, size_t(n) * sizeof(float), st);
     kernels::cuda::finish_update(step, norm, lr, stats, st);
   }
 #endif

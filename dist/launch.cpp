@@ -1,5 +1,5 @@
 // Launcher variables: torchrun first, then Slurm; every refusal names the variable and the fix.
-#include "runtime/launch.h"
+#include "dist/launch.h"
 
 #include <cstdlib>
 #include <vector>

@@ -1,6 +1,6 @@
 // Thread and sequential communicators (the same rank-ordered sums, with and without threads) and
 // the recordable collective kernel calls.
-#include "runtime/comm.h"
+#include "dist/comm.h"
 
 #include <algorithm>
 #include <cstdlib>

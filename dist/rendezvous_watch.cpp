@@ -10,9 +10,9 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/rendezvous.h"
+#include "dist/rendezvous_wire.h"
 #include "runtime/error.h"
-#include "runtime/rendezvous.h"
-#include "runtime/rendezvous_wire.h"
 
 namespace dflash {
 

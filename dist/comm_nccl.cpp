@@ -1,6 +1,6 @@
 // The NCCL communicator: devices of one process (ncclCommInitAll) or one device per process
 // (ncclCommInitRank), collectives enqueued on the caller's (capture) stream, abort and async errors.
-#include "runtime/comm.h"
+#include "dist/comm.h"
 
 #ifdef DFLASH_NCCL
 #include <cuda_runtime.h>

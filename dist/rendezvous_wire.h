@@ -1,4 +1,4 @@
-// Internal to the rendezvous (runtime/rendezvous*.cpp): the wire format (frame: magic, type,
+// Internal to the rendezvous (dist/rendezvous*.cpp): the wire format (frame: magic, type,
 // aux, length as u32 in network order, then `length` bytes), socket helpers, and the state the
 // joining code and the watchdog share.
 #pragma once
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/rendezvous.h"
+#include "dist/rendezvous.h"
 
 namespace dflash {
 namespace rendezvous_detail {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
 
 namespace dflash {
 

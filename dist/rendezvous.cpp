@@ -1,7 +1,7 @@
 // The rendezvous: listening, connecting (getaddrinfo, retries until the timeout), the join's
 // checks, and the connection's lifetime. The watchdog and the control messages are in
 // rendezvous_watch.cpp.
-#include "runtime/rendezvous.h"
+#include "dist/rendezvous.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,8 +15,8 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/rendezvous_wire.h"
 #include "runtime/error.h"
-#include "runtime/rendezvous_wire.h"
 
 namespace dflash {
 

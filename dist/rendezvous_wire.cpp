@@ -1,5 +1,5 @@
 // The rendezvous' wire format and socket reads and writes; see rendezvous_wire.h.
-#include "runtime/rendezvous_wire.h"
+#include "dist/rendezvous_wire.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
