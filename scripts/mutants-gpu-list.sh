@@ -1,4 +1,4 @@
-# The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on the GPU machine by
+# The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on a GPU host by
 # `scripts/gpu-check.sh mutants-gpu`): each plants one bug in kernels/cuda/ that a GPU test must catch.
 # Each snippet (OLD) must occur exactly once in the sources outside tests/, scripts/ and docs/.
 # Hints (no spaces) name the GPU suite and cases expected to catch it; the one-GPU suites run when they pass.
@@ -112,7 +112,7 @@ mutant "GPU cross-entropy (rows read once): a NaN first logit no longer gives ar
 mutant "GPU normalize_weights: divided by the count, not the sum" "-ts=gpu-misc -tc=normalize_weights*" \
   'float denom = float(block_sum(s)) + eps;' \
   'float denom = float(n) + eps;'
-# --- Twenty-ninth session: the files no mutant had touched ---
+# --- The files no other mutant reaches ---
 mutant "GPU concat forward: the second part's rows read at the first part's stride" "-ts=gpu-ops -tc=concat*" \
   'y[e] = k < A ? a[o * A + k] : b[o * B + (k - A)];' \
   'y[e] = k < A ? a[o * A + k] : b[o * A + (k - A)];'

@@ -10,7 +10,7 @@
 # The list is ordered by source file, so consecutive mutants recompile one translation unit.
 # --headers: adds the mutants in headers nearly every file includes (each rebuilds the whole test binary).
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
-# GPU machine (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
+# a GPU host (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
 # Usage: bash scripts/mutants.sh [--gpu] [--headers] [--list] [WORD...]   WORD: only mutants whose name contains it,
 # or #A-B: the list's mutants A to B
 # Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken;
@@ -108,7 +108,7 @@ for i in "${selected[@]}"; do
   where[$i]=$file
 done
 
-# The GPU machine has no package source: scripts/gpu-prepare.sh filled .deps here before the call.
+# A GPU host without a package source: scripts/gpu-prepare.sh filled .deps here before the call.
 if [ "$gpu" = 1 ]; then
   backend=(-DDFLASH_CPU_ONLY=OFF -DCUDNN_FRONTEND_INCLUDE="$root/.deps/cudnn-frontend/include")
   command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || fail "--gpu needs nvcc (the CUDA build)"
