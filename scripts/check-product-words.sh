@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The product check: tracked text files speak of what the product does, not of how the work on it
 # was organised. It reports lines that hold a dated work diary (a dated heading; a date outside the
-# figures of README.md and docs/BENCH.md), a work session ("the twelfth session", "this session"),
-# diary wording ("yesterday", "we tried"), an issue number without its project ("issue 12"; "vLLM
-# issue 123" and issue URLs are fine), or the machines figures were taken on instead of the GPU
-# model (lending kinds such as nvidia-h200-x2, "the device tool", "GPU machine", "device time").
+# figures of README.md and docs/BENCH.md), a numbered or current work sitting, diary wording, an
+# issue number without its project or URL, or the lent machines figures were taken on instead of
+# the GPU model. tests/fixtures/product-words/bad holds an example of each; good/ the look-alikes
+# that pass.
 # Skipped: binary files, data files (.json, .jsonl, ...), tests/golden/, this script and its fixture.
 # A line holding "product-words: allow" is skipped.
 # Usage: scripts/check-product-words.sh [ROOT]   checks ROOT's files that git tracks or would track (default:
