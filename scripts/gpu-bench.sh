@@ -8,8 +8,8 @@
 #   bash scripts/gpu-bench.sh --list            # the steps, one a line
 #   bash scripts/gpu-bench.sh [STEP...]         # the steps named, in that order (none: all, in --list's order)
 #   bash scripts/gpu-bench.sh build drafter     # e.g.; a step takes up to about 9 minutes (the compiled
-#                                               # anchors warm up for minutes): one or two a GPU call
-# The build is the one of scripts/gpu-test.sh; a GPU call needs .deps (scripts/gpu-prepare.sh).
+#                                               # anchors warm up for minutes): one or two in ten minutes
+# The build is the one of scripts/gpu-test.sh; the GPU host needs .deps (scripts/gpu-prepare.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=${OUT:-out/bench}

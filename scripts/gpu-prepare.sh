@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Fills the git-ignored .deps folder with what the GPU host lacks, before a GPU call that runs
-# scripts/gpu-test.sh or scripts/gpu-bench.sh (carry .deps there): .deps/include (toml++ and nlohmann,
-# header-only, from this machine's Debian packages), .deps/cudnn-frontend (the pinned cudnn-frontend
-# headers that scripts/setup.sh fetches) and .deps/commit (the commit the run measures: the copy sent
-# there may not carry an up-to-date .git). The golden data travel in tests/golden, the PyTorch anchors
-# in scripts/anchors.
+# Fills the git-ignored .deps folder with what a GPU host without the Debian packages lacks, before
+# scripts/gpu-test.sh or scripts/gpu-bench.sh runs there (copy .deps with the tree): .deps/include
+# (toml++ and nlohmann, header-only, from this machine's Debian packages), .deps/cudnn-frontend (the
+# pinned cudnn-frontend headers that scripts/setup.sh fetches) and .deps/commit (the commit the run
+# measures: the copy sent there may not carry an up-to-date .git). The golden data travel in
+# tests/golden, the PyTorch anchors in scripts/anchors.
 # Usage: bash scripts/gpu-prepare.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,7 +8,7 @@
 #   bash scripts/gpu-test.sh [STEP...]              # the steps named, in that order (none: all, in --list's order)
 #   bash scripts/gpu-test.sh build suites           # e.g.
 #   bash scripts/gpu-test.sh racecheck:attention    # one part of a sanitizer step (--list names the parts)
-# A ten-minute GPU call holds build and suites, or a few sanitizer parts. A GPU call needs .deps
+# Ten minutes hold build and suites, or a few sanitizer parts. The GPU host needs .deps
 # (scripts/gpu-prepare.sh); the golden data are in tests/golden.
 set -uo pipefail
 cd "$(dirname "$0")/.."

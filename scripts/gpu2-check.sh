@@ -5,7 +5,7 @@
 #   bash scripts/gpu2-check.sh build
 #   bash scripts/gpu2-check.sh            # the default checks below (two GPUs: one 10-minute call)
 #   bash scripts/gpu2-check.sh procs kill9 # any subset, in this order
-#   GPUS=8 bash scripts/gpu2-check.sh build topo scale         # eight GPUs: one GPU call per line
+#   GPUS=8 bash scripts/gpu2-check.sh build topo scale         # eight GPUs: ten minutes a line
 #   GPUS=8 bash scripts/gpu2-check.sh scale-more procs kill-resume
 # Checks: topo (nvidia-smi topo -m), procs (bit for bit over 20 steps: G
 # processes under torchrun == G threads in one process; overlap on == off; sharded == unsharded),

@@ -1,5 +1,5 @@
-# The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on the GPU machine by
-# `scripts/gpu-check.sh mutants-gpu`): each plants one bug in kernels/cuda/ that a GPU test must catch.
+# The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on a GPU host by
+# `scripts/gpu-test.sh mutants`): each plants one bug in kernels/cuda/ that a GPU test must catch.
 # Each snippet (OLD) must occur exactly once in the sources outside tests/, scripts/ and docs/.
 # Hints (no spaces) name the GPU suite and cases expected to catch it; the one-GPU suites run when they pass.
 # --- The fused optimizer (kernels/cuda/optimizer.cu) ---
@@ -100,8 +100,8 @@ mutant "GPU argmax: the margin's runner-up may be the maximum itself" "-ts=gpu-s
   'if (j != best_i) second = fmaxf(second, load(x, bf16, row * V + j));' \
   'second = fmaxf(second, load(x, bf16, row * V + j));'
 mutant "GPU speculative accept: the block's last token left out of the result" "-ts=gpu-spec -tc=*control?ops*" \
-  'for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];' \
-  'for (int64_t k = 0; k + 1 < bs; ++k) result[kHeader + k] = block[k];'
+  'for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];  // all bs slots: slot 0, then the drafts' \
+  'for (int64_t k = 0; k + 1 < bs; ++k) result[kHeader + k] = block[k];  // all bs slots: slot 0, then the drafts'
 mutant "GPU mul backward: da takes dy * a, not dy * b" "-ts=gpu-ops -tc=add*" \
   'if (da) accumulate_at(da, da_bf16, i, d * load(b, ab_bf16, i));' \
   'if (da) accumulate_at(da, da_bf16, i, d * load(a, ab_bf16, i));'
@@ -112,7 +112,7 @@ mutant "GPU cross-entropy (rows read once): a NaN first logit no longer gives ar
 mutant "GPU normalize_weights: divided by the count, not the sum" "-ts=gpu-misc -tc=normalize_weights*" \
   'float denom = float(block_sum(s)) + eps;' \
   'float denom = float(n) + eps;'
-# --- Twenty-ninth session: the files no mutant had touched ---
+# --- The files no other mutant reaches ---
 mutant "GPU concat forward: the second part's rows read at the first part's stride" "-ts=gpu-ops -tc=concat*" \
   'y[e] = k < A ? a[o * A + k] : b[o * B + (k - A)];' \
   'y[e] = k < A ? a[o * A + k] : b[o * A + (k - A)];'
@@ -201,8 +201,8 @@ mutant "GPU bf16 packs: the odd element read as the even one" "-ts=gpu-kernels -
   'v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);' \
   'v[2 * k + 1] = __uint_as_float(w[k] << 16);'
 mutant "GPU warp_sum: over half a warp" "-ts=gpu-ops,gpu-attention -tc=sum*,*versions*" \
-  'for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);' \
-  'for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
+  'for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // offsets 16 to 1: all 32 lanes' \
+  'for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // offsets 16 to 1: all 32 lanes'
 mutant "GPU block_sum: the last warp's total left out" "-ts=gpu-ops,gpu-misc -tc=sum*,normalize_weights*" \
   'for (int w = 1; w < Threads / 32; ++w) total += sh[w];' \
   'for (int w = 1; w + 1 < Threads / 32; ++w) total += sh[w];'
@@ -214,7 +214,7 @@ mutant "GPU cuDNN attention: the band admits one key past the diagonal" "-ts=gpu
   '.set_diagonal_band_right_bound(1)'
 # --- The runtime's CUDA side (runtime/cuda/): GEMM tuning's records, cuDNN's plan cache ---
 # (The tuner's pick among candidates survived here, as no test shape had a refused candidate: it moved
-# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list-files.sh.)
+# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list.sh.)
 mutant "GPU GEMM tuner: a shape left to cuBLAS not recorded as decided" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
   'ctx.gemm_table().set(k, kCublasDefault);' \
   '(void)kCublasDefault;'
@@ -227,3 +227,13 @@ mutant "GPU cuDNN attention: a plan reused for another softmax scale" "-ts=gpu-c
 mutant "GPU cuDNN attention: a plan reused for another sequence length" "-ts=gpu-cudnn" \
   'return x.B == y.B && x.S == y.S && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&' \
   'return x.B == y.B && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&'
+# --- Config keys whose effect shows on a GPU only (docs/TESTING.md, "Config keys and their mutants") ---
+mutant "key runtime.gemm_tuning ignored (cuBLAS picks, no table)" "-ts=gpu-gemm-tuning" \
+  'const bool tunes_gemms = c.runtime.gemm_tuning && c.runtime.graphs && cluster_.devices[0].is_cuda();' \
+  'const bool tunes_gemms = false && c.runtime.graphs && cluster_.devices[0].is_cuda();'
+mutant "key runtime.rendezvous_timeout_s ignored (300 s)" "-ts=gpu-config-keys" \
+  'o.timeout_s = cfg.runtime.rendezvous_timeout_s;' \
+  'o.timeout_s = 300;'
+mutant "key runtime.target_attention ignored (auto)" "-ts=target-attention -tc=runtime.target_attention:?setting*" \
+  'set_target_attention(parse_target_attention(cfg.runtime.target_attention));' \
+  'set_target_attention(parse_target_attention("auto"));'

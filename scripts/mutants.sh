@@ -7,9 +7,11 @@
 # changes a file that the CPU build compiles and still compiles (else the list is stale: exit 2).
 # Mutants of the Python tools (python/dflash_data/*.py) run pytest instead (their hint: pytest
 # arguments), over the scratch tree's sources, after the unmutated Python tests pass there.
+# The list is ordered by source file, so consecutive mutants recompile one translation unit.
+# --headers: adds the mutants in headers nearly every file includes (each rebuilds the whole test binary).
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
-# GPU machine (scripts/gpu-test.sh mutants); the baseline runs each mutant's hint unmutated.
-# Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it,
+# a GPU host (scripts/gpu-test.sh mutants); the baseline runs each mutant's hint unmutated.
+# Usage: bash scripts/mutants.sh [--gpu] [--headers] [--list] [WORD...]   WORD: only mutants whose name contains it,
 # or #A-B: the list's mutants A to B
 # Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken;
 # 3 none survived but the time budget left some unrun.
@@ -19,13 +21,14 @@
 set -uo pipefail
 shopt -u patsub_replacement 2>/dev/null || true  # "&" in a replacement stays "&"
 
-gpu=0 list=0
+gpu=0 list=0 with_headers=0
 filters=()
 for a in "$@"; do
   case $a in
     --gpu) gpu=1 ;;
     --list) list=1 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    --headers) with_headers=1 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) filters+=("$a") ;;
   esac
 done
@@ -105,7 +108,7 @@ for i in "${selected[@]}"; do
   where[$i]=$file
 done
 
-# The GPU machine has no package source: scripts/gpu-prepare.sh filled .deps here before the call.
+# A GPU host without a package source: scripts/gpu-prepare.sh filled .deps here before the call.
 if [ "$gpu" = 1 ]; then
   backend=(-DDFLASH_CPU_ONLY=OFF -DCUDNN_FRONTEND_INCLUDE="$root/.deps/cudnn-frontend/include")
   command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || fail "--gpu needs nvcc (the CUDA build)"

@@ -185,8 +185,8 @@ TEST_SUITE("gpu-attention") {
     }
   }
 
-  // Its name keeps the words the sanitizer steps select it by (scripts/gpu-check.sh: "query side in
-  // the ws mode", "over 128-key tiles").
+  // Its name keeps the words the sanitizer parts select it by (scripts/gpu-test.sh: "query side in
+  // the ws mode").
   TEST_CASE("version 2's query side in the ws mode (the forward over 128-key tiles, dq in its own kernel) against "
             "version 1, the same bits twice") {
     REQUIRE_GPU();
@@ -290,7 +290,7 @@ TEST_SUITE("gpu-attention") {
     }
   }
 
-  // Its own case, so that the sanitizer steps can leave it out by name (scripts/gpu-check.sh, san_excluded):
+  // Its own case, so that the sanitizer steps can leave it out by name (scripts/gpu-test.sh, excluded):
   // the child it starts traps on purpose, which a sanitizer reports as the child's error.
   TEST_CASE("version 2's fused backward: a turn that never comes stops the kernel with an error, not a hang") {
     REQUIRE_GPU();

@@ -1,7 +1,7 @@
 // The choice of the target's attention implementation (runtime/target_attention.h): the rule for
 // runtime.target_attention = "auto", the key's values and refusals with their fix, the
-// process-wide choice and its scopes; and the refusals of `dflash-bench causal-attention` (its
-// timings need the GPU host).
+// process-wide choice and its scopes, which setting up a job makes the key's; and the refusals of
+// `dflash-bench causal-attention` (its timings need the GPU host).
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -12,6 +12,8 @@
 #include "runtime/error.h"
 #include "runtime/target_attention.h"
 #include "tests/test_util.h"
+#include "tests/trainer_fixture.h"
+#include "train/job.h"
 
 using namespace dflash;
 
@@ -65,6 +67,17 @@ TEST_SUITE("target-attention") {
     CHECK(target_attention() == TargetAttention::own);
     set_target_attention(std::nullopt);
     CHECK(target_attention() == best);
+  }
+
+  TEST_CASE("runtime.target_attention: setting up a job makes the key the process's choice") {
+    const auto quiet = [](const std::string&) {};
+    set_target_attention(std::nullopt);
+    setup_job(test::small_job("target-attention-own", {"runtime.target_attention=own"}), quiet);
+    CHECK(target_attention() == TargetAttention::own);
+    // Without the cuDNN path "auto" also runs dflash's kernel: only a build with it tells them apart.
+    setup_job(test::small_job("target-attention-auto"), quiet);
+    CHECK(target_attention() == (cudnn_attention_built() ? TargetAttention::cudnn : TargetAttention::own));
+    set_target_attention(std::nullopt);
   }
 }
 

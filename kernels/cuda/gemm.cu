@@ -170,7 +170,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristics(const GemmArgs& g, co
 
 // cuBLAS's split-K kernels write partial sums into the workspace and reduce them from it; initcheck
 // sees the reduction's reads but not those stores (the linear_cross_entropy, swiglu and rmsnorm GPU
-// cases: 8896 reads reported in cublasLt::splitKreduce_kernel, 2026-12-03). cuBLAS writes its
+// cases: 8896 reads reported in cublasLt::splitKreduce_kernel). cuBLAS writes its
 // workspace before it reads it, so the buffer is marked initialized once, when the handle gets it.
 void mark_gemm_workspace_initialized(void* workspace, size_t bytes, void* stream) {
   if (workspace && bytes) mark_initialized(workspace, bytes, static_cast<cudaStream_t>(stream));
