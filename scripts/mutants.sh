@@ -120,15 +120,15 @@ mkdir -p "$logs" || fail "cannot create $logs"
 # Every snippet once in the production sources, and the replacement different (checked up front).
 mapfile -t sources < <(git -C "$root" ls-files --cached --others --exclude-standard |
   grep -E '\.(cpp|h|cu|cuh)$|^python/dflash_data/.*\.py$' | grep -vE '^(tests|scripts|docs)/')
+present=()
+for f in "${sources[@]}"; do [ -f "$src/$f" ] && present+=("$f"); done
 where=()
 for i in "${selected[@]}"; do
   [ "${olds[$i]}" != "${news[$i]}" ] || fail "mutant '${names[$i]}': the replacement equals the snippet"
-  hits=0 file=""
-  for f in "${sources[@]}"; do
-    [ -f "$src/$f" ] || continue
-    n=$(grep -oF -e "${olds[$i]}" "$src/$f" | wc -l)
-    if [ "$n" -gt 0 ]; then hits=$((hits + n)); file=$f; fi
-  done
+  # one grep over every source: a line "FILE:MATCH" per occurrence
+  mapfile -t found < <(cd "$src" && grep -oHF -e "${olds[$i]}" -- "${present[@]}")
+  hits=${#found[@]} file=${found[0]:-}
+  file=${file%%:*}
   [ "$hits" = 1 ] || fail "mutant '${names[$i]}': its snippet occurs $hits times in the sources (it must occur exactly once; update scripts/mutants-list.sh): ${olds[$i]}"
   where[$i]=$file
 done
