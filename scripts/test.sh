@@ -7,8 +7,7 @@
 # (scripts/test-kill-resume.sh), the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a
 # GPU host through scripts/gpu-test.sh), the control-flow test of scripts/gpu2-check.sh and the
 # self-tests of scripts/racecheck-foreign.sh, of the sanitizer coverage tools and of gpu-test.sh and
-# gpu-bench.sh. With DFLASH_MUTANTS=1 (as CI runs it), the mutation probes (scripts/mutants.sh) follow
-# once the suites pass.
+# gpu-bench.sh. CI (.ci/run) follows it with the mutation probes (scripts/mutants.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check-layers.sh --self-test
@@ -30,4 +29,3 @@ bash scripts/test-gpu2-check.sh  # the multi-GPU check script's control flow, wi
 bash scripts/test-racecheck-foreign.sh  # gpu-test.sh racecheck's judge of racecheck logs
 bash scripts/test-sanitizer-coverage.sh  # gpu-test.sh coverage: the stand-in tool and the comparison
 bash scripts/test-gpu-scripts.sh  # gpu-test.sh's and gpu-bench.sh's control flow, with stand-ins
-if [ "${DFLASH_MUTANTS:-0}" = 1 ]; then bash scripts/mutants.sh; fi
