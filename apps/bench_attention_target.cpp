@@ -76,7 +76,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 #ifdef DFLASH_CUDNN
 // Every plan cuDNN lists for the shape, built and timed alone like the default, its output
-// compared with dflash's kernel's: the evidence for DFLASH_CUDNN_SDPA_PLAN.
+// compared with dflash's kernel's: whether another plan than cuDNN's default would pay.
 void time_plans(Context& ctx, const kernels::cuda::CausalAttentionArgs& args, const Tensor& out_own,
                 const Tensor& out, double flop, double default_ms, int reps) {
   std::string why;

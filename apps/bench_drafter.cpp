@@ -16,6 +16,7 @@
 #include "graphs/update.h"
 #include "runtime/profile.h"
 #include "train/bucket_step.h"
+#include "train/kernel_choices.h"
 
 
 namespace dflash {
@@ -240,6 +241,7 @@ int bench_drafter_step(const std::string& model, const std::vector<Bucket>& buck
   const DrafterSpec& spec = bench.spec;
   Context& ctx = bench.ctx;
   StartupReport report = make_startup_report(*bench.engine, 1, bench.startup_ms);
+  report.kernel_choices = kernel_choice_lines(bench.dev, spec, buckets, "auto");
   std::printf("model %s on %s (weights loaded in %.1f s)\n%s", model.c_str(), bench.dev.str().c_str(), bench.load_s,
               format_startup_table(report).c_str());
   const size_t peak = ctx.persistent_bytes() + bench.engine->arena_bytes();

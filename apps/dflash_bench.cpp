@@ -260,8 +260,8 @@ int main(int argc, char** argv) {
                  "                         [--online] each GEMM shape of that step (--online: and of the target's forward):\n"
                  "                         cuBLAS's algorithm against cuBLASLt's candidates\n"
                  "       dflash-bench attention [--seq=S] [--anchors=N] [--heads=32] [--kv-heads=8] [--head-dim=128]\n"
-                 "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 (default\n"
-                 "                         shapes 4096:512, 65536:512, 1024:128; DFLASH_ATTENTION does not apply)\n"
+                 "                         [--batch=1] [--reps=20]   attention kernels v1 against v2 as kernels/heuristics.h\n"
+                 "                         configures it (default shapes 4096:512, 65536:512, 1024:128)\n"
                  "       dflash-bench spec [--cuda] [--model=qwen3-8b|small] [--context=N ...] [--steps=N]\n"
                  "                         speculative decoding: one round and one target-alone step (random weights)\n"
 

@@ -102,6 +102,7 @@ LaunchInfo launch_from_environment(const EnvLookup& env) {
 
 LaunchInfo launch_from_environment() {
   return launch_from_environment([](const std::string& name) -> std::optional<std::string> {
+    // env: RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE SLURM_PROCID SLURM_NTASKS SLURM_LOCALID MASTER_ADDR MASTER_PORT
     const char* v = std::getenv(name.c_str());
     return v ? std::optional<std::string>(v) : std::nullopt;
   });

@@ -15,6 +15,10 @@
 namespace dflash {
 
 namespace {
+// Launches timed per GEMM candidate at startup: few enough that tuning takes seconds. 200, timing
+// the candidates at the clock the power cap holds, gained nothing in the step either (docs/BENCH.md).
+constexpr int kGemmTuningReps = 5;
+
 std::string gib(size_t bytes) {
   std::ostringstream os;
   os.precision(3);
@@ -154,11 +158,7 @@ void Engine::build(size_t available_bytes, const std::function<void(const std::s
   // The arena is free until recording: it holds the tuning's scratch operands.
   if (ctx_.gemm_tuning() && ctx_.device().is_cuda()) {
     if (progress) progress("tuning GEMMs");
-    // DFLASH_GEMM_TUNING_REPS: launches timed per candidate (an experiment's knob: many launches
-    // time the candidates at the clock the power cap holds, as the step runs them)
-    const char* reps = std::getenv("DFLASH_GEMM_TUNING_REPS");
-    gemm_tuning_summary_ =
-        tune_gemms(ctx_, ctx_.arena_base(), ctx_.arena_bytes(), reps ? std::max(1, std::atoi(reps)) : 5).summary();
+    gemm_tuning_summary_ = tune_gemms(ctx_, ctx_.arena_base(), ctx_.arena_bytes(), kGemmTuningReps).summary();
   }
 #endif
   for (size_t i = 0; i < entries_.size(); ++i) {

@@ -58,6 +58,8 @@ std::string format_startup_table(const StartupReport& r) {
                 r.device.c_str(), r.workers, human_bytes(r.arena_bytes).c_str(), human_bytes(r.persistent_bytes).c_str(),
                 r.shard_optimizer ? " (optimizer state sharded)" : "", r.startup_ms);
   out += line;
+  if (!r.kernel_choices.empty()) out += "kernels (kernels/heuristics.h):\n";
+  for (const std::string& k : r.kernel_choices) out += "  " + k + "\n";
   return out;
 }
 
@@ -91,6 +93,7 @@ nlohmann::json startup_json(const StartupReport& r) {
   j["persistent_bytes"] = r.persistent_bytes;
   j["arena_bytes"] = r.arena_bytes;
   j["startup_ms"] = r.startup_ms;
+  j["kernel_choices"] = r.kernel_choices;
   j["buckets"] = nlohmann::json::array();
   j["programs"] = nlohmann::json::array();
   for (const ProgramReport& p : r.programs) {

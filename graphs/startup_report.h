@@ -1,5 +1,6 @@
 // The startup report: what was recorded per bucket (kernels, arena with and without
-// checkpointing, record time) plus persistent bytes, as a printed table and as startup.json.
+// checkpointing, record time) plus persistent bytes and the kernels chosen for the device and the
+// shapes (kernels/heuristics.h), as a printed table and as startup.json.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -19,6 +20,7 @@ struct StartupReport {
   size_t arena_bytes = 0;       // per worker (the largest program)
   double startup_ms = 0;
   std::vector<ProgramReport> programs;
+  std::vector<std::string> kernel_choices;  // a line per op family (train/kernel_choices.h); none on the CPU
 };
 
 StartupReport make_startup_report(const Engine& engine, int workers, double startup_ms);

@@ -166,18 +166,6 @@ class WeightFiles {
   std::map<std::string, const SafeTensors*> where_;
 };
 
-// DFLASH_TARGET_FUSION=off runs the unfused ops instead of add_rmsnorm, rmsnorm_rope and the packed
-// gate/up GEMM with swiglu_halves (an A/B knob for benchmarks: the norms give the same values either
-// way; the one GEMM may round differently from two). Read once for each forward built.
-bool target_fusion_on() {
-  const char* env = std::getenv("DFLASH_TARGET_FUSION");
-  if (!env || !*env) return true;
-  const std::string v = env;
-  DF_CHECK(v == "on" || v == "off", "DFLASH_TARGET_FUSION=" << v << " is neither on nor off: use off to run the "
-                                                            << "target's unfused norms (benchmarks), or unset it");
-  return v == "on";
-}
-
 std::string layer_key(int64_t l, const char* what) { return "model.layers." + std::to_string(l) + "." + what; }
 
 // The names of every tensor the forward loads for this config.
@@ -280,39 +268,33 @@ Tensor Target::positions(int64_t B, int64_t S) const {
 // GQA attention with scale hd^-0.5) and a pre-norm SwiGLU MLP, each added to the residual. x is
 // rmsnorm(h, p.input_norm). Each residual add runs fused with the RMSNorm after it (the next
 // layer's input norm, or the final norm, when `next_norm` is given) and the q/k norms with rope:
-// the same values as the unfused ops, each activation read once less; and gate_proj and up_proj
-// run as one GEMM over their packed weight (unfused when !fuse).
+// the same values as the unfused ops (tests/test_fused_norms.cpp), each activation read once
+// less; and gate_proj and up_proj run as one GEMM over their packed weight.
 Target::LayerOut Target::decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
-                                       const Tensor* next_norm, bool fuse) const {
+                                       const Tensor* next_norm) const {
   const TargetSpec& s = spec_;
   const int64_t B = h.dim(0), S = h.dim(1), nh = s.num_attention_heads, nkv = s.num_key_value_heads;
   const int64_t hd = s.head_dim;
   const float eps = float(s.rms_norm_eps);
   auto add_norm = [&](const Tensor& a, const Tensor& b, const Tensor* w) {  // a + b, and it normed by *w
-    if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);
-    Tensor sum = ops::add(a, b);
-    return ops::AddRmsnorm{sum, w ? ops::rmsnorm(sum, *w, eps) : Tensor()};
+    if (w) return ops::add_rmsnorm(a, b, *w, eps);
+    return ops::AddRmsnorm{ops::add(a, b), Tensor()};
   };
   Tensor q = ops::linear(x, p.q).reshape({B, S, nh, hd});   // (B, S, nh, hd)
   Tensor k = ops::linear(x, p.k).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
   Tensor v = ops::linear(x, p.v).reshape({B, S, nkv, hd});  // (B, S, nkv, hd)
-  if (s.has_qk_norm() && fuse) {
+  if (s.has_qk_norm()) {
     ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, inv_freq_, eps);
     q = qk.q;
     k = qk.k;
   } else {
-    if (s.has_qk_norm()) {
-      q = ops::rmsnorm(q, p.q_norm, eps);
-      k = ops::rmsnorm(k, p.k_norm, eps);
-    }
     q = ops::rope(q, pos, inv_freq_);
     k = ops::rope(k, pos, inv_freq_);
   }
   const float scale = float(1.0 / std::sqrt(double(hd)));
   Tensor a = ops::causal_attention(q, k, v, scale).reshape({B, S, nh * hd});  // (B, S, nh*hd)
   ops::AddRmsnorm r = add_norm(h, ops::linear(a, p.o), &p.post_norm);         // (B, S, H) each
-  const Tensor act = fuse ? ops::swiglu_halves(ops::linear(r.normed, p.gate_up))  // (B, S, 2I) -> (B, S, I)
-                          : ops::swiglu(ops::linear(r.normed, p.gate), ops::linear(r.normed, p.up));
+  const Tensor act = ops::swiglu_halves(ops::linear(r.normed, p.gate_up));  // (B, S, 2I) -> (B, S, I)
   Tensor mlp = ops::linear(act, p.down);
   ops::AddRmsnorm out = add_norm(r.sum, mlp, next_norm);
   return {out.sum, out.normed};
@@ -325,10 +307,9 @@ Tensor Target::run_layers(const Tensor& ids, int64_t last, const Tensor* final_n
   const Tensor pos = positions(ids.dim(0), ids.dim(1));
   Tensor h = ops::embedding(embed_, ids);  // (B, S, H)
   Tensor x = ops::rmsnorm(h, layers_[0].input_norm, float(spec_.rms_norm_eps));
-  const bool fuse = target_fusion_on();
   for (int64_t l = 0; l <= last; ++l) {
     const Tensor* next = l < last ? &layers_[size_t(l + 1)].input_norm : final_norm;
-    LayerOut o = decoder_layer(layers_[size_t(l)], h, x, pos, next, fuse);
+    LayerOut o = decoder_layer(layers_[size_t(l)], h, x, pos, next);
     h = o.h;
     x = o.x_next;
     each(l, h);

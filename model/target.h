@@ -68,7 +68,7 @@ class Target {
     Tensor h, x_next;  // the layer's output; it normed by the next_norm given (else undefined)
   };
   LayerOut decoder_layer(const Layer& p, const Tensor& h, const Tensor& x, const Tensor& pos,
-                         const Tensor* next_norm, bool fuse) const;
+                         const Tensor* next_norm) const;
   Tensor run_layers(const Tensor& ids, int64_t last, const Tensor* final_norm,
                     const std::function<void(int64_t, const Tensor&)>& each) const;
 

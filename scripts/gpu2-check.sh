@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# On a host with several GPUs: the multi-GPU checks of issue 8 on kind nvidia-h200-x2 (GPUS=2, the
-# default) and of issue 9 on nvidia-h200-x8 (GPUS=8; GPUS=4 on x4 for a partial run), each logged
-# to $OUT/gpu2-<step>.log (or ./gpu-out), then a summary table. Build first, in its own call:
+# On a host with several GPUs: the multi-GPU checks, with G = $GPUS ranks (default 2; scripts/gpu-test.sh's
+# multi-gpu step passes every GPU of the host), each logged to $OUT/gpu2-<step>.log (or ./gpu-out), then a
+# summary table. Build first (or scripts/gpu-test.sh build):
 #   bash scripts/gpu2-check.sh build
-#   bash scripts/gpu2-check.sh            # every issue-8 check below (fits one 10-minute call)
+#   bash scripts/gpu2-check.sh            # the default checks below (two GPUs: one 10-minute call)
 #   bash scripts/gpu2-check.sh procs kill9 # any subset, in this order
-#   GPUS=8 bash scripts/gpu2-check.sh build topo scale         # issue 9: one GPU call per line
+#   GPUS=8 bash scripts/gpu2-check.sh build topo scale         # eight GPUs: ten minutes a line
 #   GPUS=8 bash scripts/gpu2-check.sh scale-more procs kill-resume
-# Checks, with G = $GPUS ranks: topo (nvidia-smi topo -m), procs (bit for bit over 20 steps: G
+# Checks: topo (nvidia-smi topo -m), procs (bit for bit over 20 steps: G
 # processes under torchrun == G threads in one process; overlap on == off; sharded == unsharded),
 # nodes (two torchrun --nnodes=2 invocations, one GPU each, meeting on this host's non-loopback
 # address over sockets only: same losses), kill9 (rank G-1 killed by hand: every other rank exits
@@ -20,8 +20,7 @@
 # steps, without and with overlap: tokens/s, scaling efficiency), scale-more (on G GPUs: sharded
 # with and without overlap, persistent memory per GPU, and sockets only), tests (the gpu2* doctest
 # suites, on 2 GPUs), memcheck (10 steps of the G-GPU job with overlap and sharding under
-# compute-sanitizer), overlap-ab (the overlap with NCCL's CTAs capped and the GEMMs planned for the
-# SMs left, against the defaults, interleaved; not in the default list).
+# compute-sanitizer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -150,8 +149,8 @@ bench_on() {
   fi
 }
 # The BENCH lines of a step's dflash-bench multi rows, against the log's 1-GPU row: the throughput
-# ratio from median step times (as issue 8 reports it) and the efficiency from tokens/s over the
-# timed steps (issue 9); into the log and the summary.
+# ratio from median step times and the efficiency from tokens/s over the
+# timed steps; into the log and the summary.
 summarize() {  # STEP
   python3 - "$out/gpu2-$1.log" <<'EOF' | tee -a "$out/gpu2-$1.log"
 import json, sys
@@ -249,7 +248,7 @@ for cur in "${steps[@]}"; do
         fi
       else note sigterm FAIL "training did not start"; kill -9 "${pids[@]}" 2>/dev/null; fi ;;
     kill-resume)
-      # Issue 9: a rank killed mid-run; the last complete checkpoint resumes as if nothing happened.
+      # A rank killed mid-run; the last complete checkpoint resumes as if nothing happened.
       rm -rf "$W/killed" "$W/uninterrupted"
       start_by_hand "$W/killed" 29551 "${long[@]}" --checkpoint.every=5
       kill_last_rank kill-resume 12
@@ -273,35 +272,8 @@ for cur in "${steps[@]}"; do
           | tee -a "$out/gpu2-bench.log" | grep -v '^{'
       done
       summarize bench ;;
-    overlap-ab)
-      # The overlap's levers, interleaved, qwen3-8b 4096:512 on 2 GPUs with overlap: NCCL's CTAs capped
-      # (NCCL_MAX_CTAS) and the GEMMs planned for the SMs they leave (DFLASH_GEMM_SM_COUNT_TARGET; the
-      # H200 has 132), against the defaults; first 1 GPU and 2 without overlap for the ratios.
-      timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 --gpus=2 --baseline 2>&1 \
-        | tee -a "$out/gpu2-overlap-ab.log" | grep -v '^{'
-      for v in defaults NCCL_MAX_CTAS=8 "NCCL_MAX_CTAS=8 DFLASH_GEMM_SM_COUNT_TARGET=124" \
-               defaults NCCL_MAX_CTAS=8 "NCCL_MAX_CTAS=8 DFLASH_GEMM_SM_COUNT_TARGET=124"; do
-        echo "VARIANT $v" >>"$out/gpu2-overlap-ab.log"
-        # shellcheck disable=SC2086
-        env ${v/defaults/} timeout 150 ./build/dflash-bench multi --model=qwen3-8b --bucket=4096:512 --steps=20 \
-          --gpus=2 --overlap 2>&1 | tee -a "$out/gpu2-overlap-ab.log" | grep -v '^{'
-      done
-      python3 - "$out/gpu2-overlap-ab.log" <<'EOF' | tee -a "$out/gpu2-overlap-ab.log"
-import json, sys
-variant, one = "baseline", None
-for line in open(sys.argv[1]):
-    if line.startswith("VARIANT "):
-        variant = line.split(" ", 1)[1].strip()
-    elif line.startswith('{"bench":"multi"'):
-        r = json.loads(line)
-        one = r if r["gpus"] == 1 else one
-        ratio = r["gpus"] * one["step_ms"] / r["step_ms"] if one else float("nan")
-        print(f"BENCH {variant}: gpus={r['gpus']} overlap={r['overlap']} step_ms={r['step_ms']:.2f} "
-              f"train_ms={r['train_ms']:.2f} update_ms={r['update_ms']:.2f} throughput_vs_1gpu={ratio:.3f}")
-EOF
-      while read -r line; do note overlap-ab INFO "${line#BENCH }"; done < <(grep '^BENCH' "$out/gpu2-overlap-ab.log") ;;
     scale)
-      # Issue 9 item 1: 1, 2, 4, ... G GPUs at the same per-GPU batch, without and with overlap.
+      # 1, 2, 4, ... G GPUs at the same per-GPU batch, without and with overlap.
       [ ${#TORCHRUN[@]} -eq 0 ] && { note scale FAIL "torchrun not found"; continue; }
       bench_on 1 2>&1 | tee -a "$out/gpu2-scale.log" | grep -v '^{'
       g=2
@@ -313,7 +285,7 @@ EOF
       done
       summarize scale ;;
     scale-more)
-      # Issue 9 items 2 and 3: sharded (persistent memory per GPU) and sockets only, on G GPUs.
+      # Sharded (persistent memory per GPU) and sockets only, on G GPUs.
       [ ${#TORCHRUN[@]} -eq 0 ] && { note scale-more FAIL "torchrun not found"; continue; }
       bench_on 1 2>&1 | tee -a "$out/gpu2-scale-more.log" | grep -v '^{'
       for args in "--overlap --shard" "--shard"; do

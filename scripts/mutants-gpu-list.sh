@@ -1,5 +1,5 @@
 # The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on a GPU host by
-# `scripts/gpu-check.sh mutants-gpu`): each plants one bug in kernels/cuda/ that a GPU test must catch.
+# `scripts/gpu-test.sh mutants`): each plants one bug in kernels/cuda/ that a GPU test must catch.
 # Each snippet (OLD) must occur exactly once in the sources outside tests/, scripts/ and docs/.
 # Hints (no spaces) name the GPU suite and cases expected to catch it; the one-GPU suites run when they pass.
 # --- The fused optimizer (kernels/cuda/optimizer.cu) ---
@@ -100,8 +100,8 @@ mutant "GPU argmax: the margin's runner-up may be the maximum itself" "-ts=gpu-s
   'if (j != best_i) second = fmaxf(second, load(x, bf16, row * V + j));' \
   'second = fmaxf(second, load(x, bf16, row * V + j));'
 mutant "GPU speculative accept: the block's last token left out of the result" "-ts=gpu-spec -tc=*control?ops*" \
-  'for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];' \
-  'for (int64_t k = 0; k + 1 < bs; ++k) result[kHeader + k] = block[k];'
+  'for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];  // all bs slots: slot 0, then the drafts' \
+  'for (int64_t k = 0; k + 1 < bs; ++k) result[kHeader + k] = block[k];  // all bs slots: slot 0, then the drafts'
 mutant "GPU mul backward: da takes dy * a, not dy * b" "-ts=gpu-ops -tc=add*" \
   'if (da) accumulate_at(da, da_bf16, i, d * load(b, ab_bf16, i));' \
   'if (da) accumulate_at(da, da_bf16, i, d * load(a, ab_bf16, i));'
@@ -201,8 +201,8 @@ mutant "GPU bf16 packs: the odd element read as the even one" "-ts=gpu-kernels -
   'v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);' \
   'v[2 * k + 1] = __uint_as_float(w[k] << 16);'
 mutant "GPU warp_sum: over half a warp" "-ts=gpu-ops,gpu-attention -tc=sum*,*versions*" \
-  'for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);' \
-  'for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);'
+  'for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // offsets 16 to 1: all 32 lanes' \
+  'for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // offsets 16 to 1: all 32 lanes'
 mutant "GPU block_sum: the last warp's total left out" "-ts=gpu-ops,gpu-misc -tc=sum*,normalize_weights*" \
   'for (int w = 1; w < Threads / 32; ++w) total += sh[w];' \
   'for (int w = 1; w + 1 < Threads / 32; ++w) total += sh[w];'
@@ -234,3 +234,6 @@ mutant "key runtime.gemm_tuning ignored (cuBLAS picks, no table)" "-ts=gpu-gemm-
 mutant "key runtime.rendezvous_timeout_s ignored (300 s)" "-ts=gpu-config-keys" \
   'o.timeout_s = cfg.runtime.rendezvous_timeout_s;' \
   'o.timeout_s = 300;'
+mutant "key runtime.target_attention ignored (auto)" "-ts=target-attention -tc=runtime.target_attention:?setting*" \
+  'set_target_attention(parse_target_attention(cfg.runtime.target_attention));' \
+  'set_target_attention(parse_target_attention("auto"));'

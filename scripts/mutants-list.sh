@@ -470,6 +470,22 @@ mutant "fused dq: dS^T elements stored 4 bytes apart in their piece" "-ts=attent
 mutant "GEMM tuner: the fastest candidate picked even when cuBLAS's check refused it" "-ts=gemm-table" \
   'if (c.agrees && (!best || c.ms < best->ms)) best = &c;' \
   'if (!best || c.ms < best->ms) best = &c;'
+# --- kernels/heuristics.h ---
+mutant "heuristics: dk/dv split only below twice the SMs, not one and a half" "-ts=heuristics" \
+  'c.dkdv = f.dkdv ? *f.dkdv : (2 * ctx_ctas < 3 * sms ? Dkdv::split : Dkdv::ws);' \
+  'c.dkdv = f.dkdv ? *f.dkdv : (2 * ctx_ctas < 2 * sms ? Dkdv::split : Dkdv::ws);'
+mutant "heuristics: dq fused while the draft CTAs' phase is up to 30 % of the context work" "-ts=heuristics" \
+  'const bool fused = draft_phase <= 0.08 * std::max(range0, ctx_chunks / double(sms));' \
+  'const bool fused = draft_phase <= 0.3 * std::max(range0, ctx_chunks / double(sms));'
+mutant "heuristics: dk/dv chunks by TMA where a chunk holds several blocks" "-ts=heuristics" \
+  'c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() == 64 &&' \
+  'c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() >= 64 &&'
+mutant "heuristics: CE rows by thread-block clusters on compute capability 8" "-ts=heuristics" \
+  'if (d.major < 9) return {0, "thread-block clusters need compute capability 9.0"};' \
+  'if (d.major < 8) return {0, "thread-block clusters need compute capability 9.0"};'
+mutant "heuristics: the target's attention on cuDNN for auto in a build without it" "-ts=heuristics" \
+  'return cudnn_built;' \
+  'return true;'
 # --- model/dflash_ops.cpp ---
 mutant "dflash_prepare: a keep of another shape accepted" "-ts=drafter" \
   'check_shape("dflash_prepare", keep, {B, N}, "keep");' \
@@ -594,14 +610,11 @@ mutant "stop tokens: an eos_token_id equal to the vocabulary size accepted" "-ts
   'v.get<int64_t>() <= vocab_size,'
 # --- model/target.cpp ---
 mutant "target: the fused residual add drops its first operand" "-ts=target*" \
-  'if (fuse && w) return ops::add_rmsnorm(a, b, *w, eps);' \
-  'if (fuse && w) return ops::add_rmsnorm(b, b, *w, eps);'
+  'if (w) return ops::add_rmsnorm(a, b, *w, eps);' \
+  'if (w) return ops::add_rmsnorm(b, b, *w, eps);'
 mutant "target: up_proj loaded into the packed weight's gate rows" "-ts=target*" \
   'load_into(layer_key(l, "mlp.gate_proj.weight"), p.gate);' \
   'load_into(layer_key(l, "mlp.up_proj.weight"), p.gate);'
-mutant "DFLASH_TARGET_FUSION=off ignored (the A/B runs the fused ops twice)" "-tc=*DFLASH_TARGET_FUSION?decides*" \
-  'return v == "on";' \
-  'return true;'
 mutant "target features: the layers joined last to first" "-ts=target*" \
   'for (int64_t id : layer_ids_) parts.push_back(kept[size_t(id)]);' \
   'for (int64_t id : layer_ids_) parts.insert(parts.begin(), kept[size_t(id)]);'
@@ -964,10 +977,6 @@ mutant "safetensors: whitespace other than spaces after the header accepted" "-t
 mutant "splitmix64: the final xor-shift by 32, not 31" "-ts=inline-wiring -tc=splitmix64*" \
   'return x ^ (x >> 31);' \
   'return x ^ (x >> 32);'
-# --- runtime/target_attention.cpp ---
-mutant "DFLASH_CUDNN_SDPA_PLAN: an empty engine after the colon accepted" "-tc=DFLASH_CUDNN_SDPA_PLAN*" \
-  'DF_CHECK(colon == std::string::npos || !r.engine.empty(),' \
-  'DF_CHECK(true,'
 # --- runtime/tensor.cpp ---
 mutant "copy_to_host from a tensor without memory not refused" "-ts=seal" \
   'DF_CHECK(bytes == 0 || impl().storage->data, "copy_to_host from "' \

@@ -10,7 +10,7 @@
 # The list is ordered by source file, so consecutive mutants recompile one translation unit.
 # --headers: adds the mutants in headers nearly every file includes (each rebuilds the whole test binary).
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
-# a GPU host (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
+# a GPU host (scripts/gpu-test.sh mutants); the baseline runs each mutant's hint unmutated.
 # --in-place: plants the bugs in this tree and rebuilds its build/ (as scripts/build.sh left it)
 # instead of a scratch copy, saving the copy's full build; each file is restored after its mutant.
 # Refused unless the tracked files equal the last commit (a fresh clone, as CI has).

@@ -3,8 +3,8 @@
 
   python3 scripts/sanitizer-coverage.py DIR
 
-DIR/all/all.*: the kernels the one-GPU suites launch (gpu-check.sh inventory-all); DIR/tools/<tool>.*:
-those each tool's steps launch, their selections run without the tool (inventory-tools). Ours are the
+DIR/all/all.*: the kernels the one-GPU suites launch (gpu-test.sh inventory); DIR/tools/<tool>.*:
+those each tool's parts launch, their selections run without the tool (gpu-test.sh coverage). Ours are the
 names in dflash::kernels::cuda. A kernel function (its name without template arguments) that a tool
 never runs fails the check; template instantiations a tool misses are listed but do not fail.
 """
@@ -36,7 +36,7 @@ def main(argv):
     root = pathlib.Path(argv[1])
     everything = read(sorted((root / "all").glob("all.*")))
     if not everything:
-        print(f"sanitizer-coverage: no kernel of ours in {root}/all/all.* (run gpu-check.sh inventory-all)")
+        print(f"sanitizer-coverage: no kernel of ours in {root}/all/all.* (run gpu-test.sh inventory)")
         return 1
     functions = {function_of(n) for n in everything}
     print(f"the GPU suites launch {len(functions)} kernel functions of ours ({len(everything)} instantiations)")
@@ -44,7 +44,7 @@ def main(argv):
     for tool in TOOLS:
         files = sorted((root / "tools").glob(f"{tool}.*"))
         if not files:
-            print(f"{tool}: no list in {root}/tools (run gpu-check.sh inventory-tools)")
+            print(f"{tool}: no list in {root}/tools (run gpu-test.sh coverage)")
             failed = True
             continue
         seen = read(files)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks gpu-check.sh's sanitizer coverage tools on the CPU: scripts/sanitizer-inventory's stand-in
+# Checks the sanitizer coverage tools of scripts/gpu-test.sh's coverage step on the CPU: scripts/sanitizer-inventory's stand-in
 # for compute-sanitizer (drops the tool's options, names the list by the tool) and
 # scripts/sanitizer-coverage.py on made-up kernel lists (what is covered passes; a kernel function a
 # tool never runs, a tool without a list and an empty inventory fail; an instantiation a tool misses

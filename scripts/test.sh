@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Checks the layer order (scripts/check-layers.sh, and its self-test), then sets up, builds from
-# nothing if needed (one progress line; the whole output in build/build.log, which must hold no
-# compiler warning), and runs the whole CPU test suite, a tiny run killed and resumed 20 times
+# Checks the layer order (scripts/check-layers.sh), the environment variables the sources read
+# (scripts/check-getenv.sh) and that the tracked files speak of the product
+# (scripts/check-product-words.sh), each with its self-test; then sets up, builds from nothing if
+# needed (one progress line; the whole output in build/build.log, which must hold no compiler
+# warning), and runs the whole CPU test suite, a tiny run killed and resumed 20 times
 # (scripts/test-kill-resume.sh), the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a
-# GPU host through scripts/gpu-check.sh), the control-flow test of scripts/gpu2-check.sh and the
-# self-tests of scripts/racecheck-foreign.sh and of the sanitizer coverage tools.
-# CI (.ci/run) follows it with the mutation probes (scripts/mutants.sh).
+# GPU host through scripts/gpu-test.sh), the control-flow test of scripts/gpu2-check.sh and the
+# self-tests of scripts/racecheck-foreign.sh, of the sanitizer coverage tools and of gpu-test.sh and
+# gpu-bench.sh. CI (.ci/run) follows it with the mutation probes (scripts/mutants.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check-layers.sh --self-test
 bash scripts/check-layers.sh
+bash scripts/check-getenv.sh --self-test && bash scripts/check-getenv.sh  # only docs/config.md's variables
+bash scripts/check-product-words.sh --self-test && bash scripts/check-product-words.sh
 bash scripts/build.sh
 # A compiler warning in what this build compiled fails the tests (third-party headers are silenced at
 # their source); the same flags as scripts/train.sh's build, so neither rebuilds after the other.
@@ -22,5 +26,6 @@ fi
 bash scripts/test-kill-resume.sh  # a tiny run SIGKILLed 20 times and resumed: its metrics.jsonl equals an uninterrupted run's
 bash scripts/test-python.sh  # the Python tools (python/: dflash-data), offline
 bash scripts/test-gpu2-check.sh  # the multi-GPU check script's control flow, with a stand-in trainer
-bash scripts/test-racecheck-foreign.sh  # gpu-check racecheck-ce's judge of racecheck logs
-bash scripts/test-sanitizer-coverage.sh  # gpu-check's sanitizer coverage: the stand-in tool and the comparison
+bash scripts/test-racecheck-foreign.sh  # gpu-test.sh racecheck's judge of racecheck logs
+bash scripts/test-sanitizer-coverage.sh  # gpu-test.sh coverage: the stand-in tool and the comparison
+bash scripts/test-gpu-scripts.sh  # gpu-test.sh's and gpu-bench.sh's control flow, with stand-ins

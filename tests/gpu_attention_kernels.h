@@ -12,7 +12,8 @@
 
 namespace dflash::test {
 
-// The kernels called directly with an explicit version (the op runs the default one), bf16
+// The kernels called directly with an explicit version (0: the heuristics' choice, as the op
+// runs them; 1: mma.sync; 2: wgmma where it applies) and the test seams set by the caller, bf16
 // tensors: forward, then the backward from that forward's out and lse into zeroed bf16 gradients,
 // twice (grads of the second call in dq2, dk2, dv2), then into fresh ones: NaN bytes the kernels
 // must write over without reading (dq3, dk3, dv3).

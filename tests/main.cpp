@@ -1,6 +1,6 @@
 // The test binary's entry point (doctest). GPU suites are named "gpu-*"; the CPU run excludes them.
 // DFLASH_KERNEL_INVENTORY=PREFIX (CUDA builds with CUPTI) writes the names of every kernel the run
-// launched to PREFIX.<pid>, one a line: gpu-check.sh's sanitizer coverage compares them.
+// launched to PREFIX.<pid>, one a line: gpu-test.sh's sanitizer coverage compares them.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/target_attention.h"
 #include "tests/config_test_util.h"
 #include "train/config.h"
 
@@ -347,6 +348,9 @@ progress = false
         {"runtime.rendezvous_timeout_s=0", "runtime.rendezvous_timeout_s = 0: must be greater than 0"},
         {"runtime.heartbeat_timeout_s=-1", "runtime.heartbeat_timeout_s = -1: must be greater than 0"},
         {"runtime.reduce_dtype=f16", "runtime.reduce_dtype = \"f16\": use \"f32\" (the default) or \"bf16\""},
+        {"runtime.target_attention=flash",
+         "runtime.target_attention = \"flash\": use \"auto\" (cuDNN where the build has it, the default), \"cudnn\" "
+         "(cuDNN's fused flash attention) or \"own\" (dflash's kernel) (the default is \"auto\")"},
     };
     for (const auto& [override, message] : cases) {
       CAPTURE(override);
@@ -354,6 +358,12 @@ progress = false
       REFUSED(parse(kMinimal, {override}), "cfg/x.toml, overridden on the command line by --" + override);
     }
     CHECK_NOTHROW(parse(kMinimal, {"runtime.devices=cuda:1,0"}));
+    CHECK_NOTHROW(parse(kMinimal, {"runtime.target_attention=own"}));
+    if (cudnn_attention_built())
+      CHECK_NOTHROW(parse(kMinimal, {"runtime.target_attention=cudnn"}));
+    else
+      REFUSED(parse(kMinimal, {"runtime.target_attention=cudnn"}),
+              "runtime.target_attention = \"cudnn\": asks for cuDNN, but this build has no cuDNN path");
     CHECK_NOTHROW(parse(kMinimal, {"runtime.devices=cpu"}));
     // Checks that depend on the synthetic target only when it is on.
     REFUSED(parse(kMinimal, {"target.synthetic.enabled=true", "drafter.mask_token_id=256"}),

@@ -1,10 +1,7 @@
 // The forward-only fused ops (add_rmsnorm, rmsnorm_rope, swiglu_halves) on the CPU: the unfused ops' values bit
 // for bit (their wiring: which weight goes with which tensor, rows, heads, positions), and every
-// refusal, each naming the tensors and the fix; the target's forward with them equal to its
-// unfused forward (DFLASH_TARGET_FUSION=off). Their CUDA kernels: suite gpu-ops.
-#include <cstdlib>
-#include <optional>
-
+// refusal, each naming the tensors and the fix; the ops the target's recorded forward runs (its
+// values: the golden targets, tests/test_target.cpp). Their CUDA kernels: suite gpu-ops.
 #include <map>
 
 #include "graphs/program.h"
@@ -28,24 +25,6 @@ Tensor frequencies(int64_t hd) {
   for (int64_t i = 0; i < hd / 2; ++i) f[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(hd));
   return Tensor::from_floats({hd / 2}, f);
 }
-
-// Sets DFLASH_TARGET_FUSION for a scope (unsets it for nullptr) and restores the old value.
-class FusionEnv {
- public:
-  explicit FusionEnv(const char* value) {
-    if (const char* old = std::getenv(kName)) old_ = old;
-    if (value) setenv(kName, value, 1);
-    else unsetenv(kName);
-  }
-  ~FusionEnv() {
-    if (old_) setenv(kName, old_->c_str(), 1);
-    else unsetenv(kName);
-  }
-
- private:
-  static constexpr const char* kName = "DFLASH_TARGET_FUSION";
-  std::optional<std::string> old_;
-};
 
 Tensor positions(int64_t B, int64_t L, uint64_t seed) {
   std::vector<int32_t> p(size_t(B * L));
@@ -137,43 +116,14 @@ TEST_SUITE("ops") {
                          Error);
   }
 
-  TEST_CASE("the target's fused forward equals its unfused one (DFLASH_TARGET_FUSION=off); other values refused") {
-    Context ctx{Device::cpu()};
-    ContextScope scope(ctx);
-    TempDir tmp;
-    for (const char* arch : {"qwen3", "llama"}) {
-      INFO("architecture " << arch);
-      Target t(make_target(tmp, std::string("t-") + arch, arch), {0, 2}, 32);
-      const Tensor ids = Tensor::from_ints({2, 24}, random_ids(48, 48, 5), "ids");
-      auto forward = [&] {
-        std::vector<std::vector<float>> out{t.features(ids).to_floats(), t.logits(ids).to_floats()};
-        for (const Tensor& h : t.layer_outputs(ids, 2)) out.push_back(h.to_floats());
-        return out;
-      };
-      const std::vector<std::vector<float>> fused = forward();
-      std::vector<std::vector<float>> unfused;
-      {
-        FusionEnv off("off");
-        unfused = forward();
-      }
-      REQUIRE(fused.size() == unfused.size());
-      for (size_t i = 0; i < fused.size(); ++i) CHECK(bitwise_equal(fused[i], unfused[i]));
-    }
-    Target t(make_target(tmp, "t-bad"), {1}, 8);
-    FusionEnv bad("maybe");
-    CHECK_ERROR(t.features(Tensor::from_ints({1, 4}, {1, 2, 3, 4}, "ids")),
-                "DFLASH_TARGET_FUSION=maybe is neither on nor off");
-  }
-
-  TEST_CASE("DFLASH_TARGET_FUSION decides which ops the target's recorded forward runs") {
+  TEST_CASE("the target's recorded forward runs the fused norms and the packed gate/up GEMM") {
     Context ctx{Device::cpu()};
     ContextScope scope(ctx);
     TempDir tmp;
     Target t(make_target(tmp, "t-ops", "qwen3"), {0, 2}, 16);  // layers 0..2 run
     const Tensor ids = Tensor::from_ints({1, 8}, random_ids(8, 48, 9), "ids");
     const Tensor out = Tensor::persistent({1, 8, 2 * 32}, DType::f32, "features");
-    auto op_counts = [&](const char* fusion) {
-      FusionEnv env(fusion);
+    auto op_counts = [&] {
       auto body = [&] { ops::copy_(out, t.features(ids)); };
       ctx.reserve_arena(plan_program(ctx, "features", body).arena_bytes);
       ProfileLog log;
@@ -184,16 +134,14 @@ TEST_SUITE("ops") {
       for (const ProfiledCall& c : log.calls()) ++n[c.op];
       return n;
     };
-    // Three layers: 2 fused add+norms each but the last layer's second (nothing norms its output).
-    std::map<std::string, int> on = op_counts(nullptr), off = op_counts("off");
+    // Three layers: 2 fused add+norms each but the last layer's second (nothing norms its output),
+    // which is a plain add.
+    std::map<std::string, int> on = op_counts();
     CHECK(on["swiglu_halves"] == 3);
     CHECK(on["rmsnorm_rope"] == 3);
     CHECK(on["add_rmsnorm"] == 5);
+    CHECK(on["add"] == 1);
     CHECK(on["swiglu"] == 0);
     CHECK(on["rope"] == 0);
-    CHECK(off["swiglu_halves"] + off["rmsnorm_rope"] + off["add_rmsnorm"] == 0);
-    CHECK(off["swiglu"] == 3);
-    CHECK(off["rope"] == 6);
-    CHECK(off["add"] == 6);
   }
 }

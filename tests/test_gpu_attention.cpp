@@ -2,13 +2,15 @@
 // tiles visited, and the backward's dq, dk, dv (f32 and bf16; GQA 1, 2, 4; partial tiles; anchors
 // at 0, S-bs and between, also in random order; dropped blocks), determinism, recorded-program
 // replay == eager, and the CUDA-only errors. The op runs the default kernel version (2, wgmma, for
-// bf16 with hd <= 128 on sm_90; 1 otherwise); tests/test_gpu_attention_versions.cpp compares the
-// versions directly. Suite "gpu-attention": it needs a GPU and fails without one.
+// bf16 with hd <= 128 on sm_90; 1 otherwise: kernels/heuristics.h); one case runs version 1 on
+// any GPU through the test seam; tests/test_gpu_attention_versions.cpp compares the versions
+// directly. Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <chrono>
 #include <cmath>
 
 #include "graphs/program.h"
+#include "kernels/cuda/test_seams.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "tests/gpu_attention_cases.h"
 #include "tests/gpu_test_util.h"
@@ -162,6 +164,18 @@ TEST_SUITE("gpu-attention") {
     c.keep[5] = c.keep[17] = 0;
     c.anchors[9] = c.anchors[8];  // equal anchors are allowed by the kernels
     check_parity(c, 100);
+  }
+
+  TEST_CASE("CUDA equals the CPU op with the portable kernels (version 1) forced where the rules choose version 2") {
+    REQUIRE_GPU();
+    kernels::cuda::TestSeamsScope seams;
+    kernels::cuda::test_seams().attention.portable = true;
+    check_parity({2, 100, 4, 4, 2, 2, 64, 64, {0, 96, 37, 64, 5, 100, 63, 1000000}, {1, 1, 1, 0, 1, 1, 1, 0}}, 11);
+    check_parity({2, 130, 3, 16, 8, 2, 128, 64, {0, 64, 114, 7, 70, 1}, {1, 0, 1, 1, 1, 1}}, 41, true);
+    check_parity({1, 90, 2, 16, 16, 2, 128, 64, {74, 33}, {1, 1}}, 51);
+    Case c{1, 1024, 32, 16, 8, 2, 128, 64, spread_anchors(1, 32, 1024, 16), std::vector<int32_t>(32, 1)};
+    c.keep[5] = c.keep[17] = 0;
+    check_parity(c, 101);
   }
 
   TEST_CASE("CUDA equals the CPU op with anchors in random order, repeats and drops; N > 128") {

@@ -1,10 +1,11 @@
-// DFlash attention's CUDA kernel versions called directly (the op runs the default one): version
-// 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2, 4, 8,
-// hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits twice;
-// fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes against
-// each other bit for bit, and its query-side modes (forward, dq: lockstep, ws) likewise; the
-// forward's 128-key tiles against 64-key ones; the fused
-// backward (dq summed in dk/dv's kernel) against dq's own kernel and the same bits run after run.
+// DFlash attention's CUDA kernel versions called directly (the op runs the heuristics' choice):
+// version 1 (mma.sync) against version 2 (wgmma, sm_90a) on the drafter's layout and on GQA 1, 2,
+// 4, 8, hd 64 and 96, dropped blocks and anchors in any order; version 2's backward the same bits
+// twice; fresh (NaN-filled) gradients written over without being read; version 2's dk/dv modes (split,
+// ws) each against version 1, its query side (the forward over 128-key tiles, dq in its own kernel)
+// likewise; the fused backward (dq summed in dk/dv's kernel) against dq's own kernel and the same
+// bits run after run, and its wait for a turn that never comes. Modes a shape's rules do not
+// choose are reached through the test seams (kernels/cuda/test_seams.h).
 // Suite "gpu-attention": it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/test_seams.h"
 #include "tests/gpu_attention_cases.h"
 #include "tests/gpu_attention_kernels.h"
 #include "tests/gpu_test_util.h"
@@ -75,8 +77,38 @@ void check_versions_where_kept(const Case& c, uint64_t seed) {
   if (std::any_of(c.keep.begin(), c.keep.end(), [](int32_t k) { return k != 0; })) check_versions(c, seed);
 }
 
-// The query side's mode tests' cases where warpgroups skip tiles: B 2, S 1100, N 40, GQA 4 with
-// dropped blocks (first, middle, last); anchors in random order with a repeat and a dropped block.
+namespace heur = kernels::heuristics;
+using kernels::cuda::test_seams;
+using kernels::cuda::TestSeamsScope;
+
+// check_versions with version 2's dk/dv in `mode` (dq in its own kernel: fused walks other chunks).
+void check_versions_in(heur::Dkdv mode, const Case& c, uint64_t seed) {
+  INFO("dk/dv mode " << heur::name(mode));
+  TestSeamsScope seams;
+  test_seams().attention.dkdv = mode;
+  test_seams().attention.dq = heur::Dq::separate;
+  check_versions(c, seed);
+}
+
+// Version 2's query side (forward, dq in its own kernel): version 1's values (check_versions), and
+// out, lse and dq the same bits on a second run.
+void check_query_side(const Case& c, uint64_t seed) {
+  INFO(c.describe());
+  TestSeamsScope seams;
+  test_seams().attention.dq = heur::Dq::separate;
+  const Data d = make_data(c, seed);
+  const KernelResult r = run_kernels(c, d, 2), again = run_kernels(c, d, 2);
+  CHECK(all_finite(r.out));
+  CHECK(all_finite(r.lse));
+  CHECK(bitwise_equal(r.out, again.out));
+  CHECK(bitwise_equal(r.lse, again.lse));
+  CHECK(bitwise_equal(r.dq, again.dq));
+  CHECK(bitwise_equal(r.dq3, r.dq));
+  check_versions_where_kept(c, seed);
+}
+
+// The query side's cases where warpgroups skip tiles: B 2, S 1100, N 40, GQA 4 with dropped blocks
+// (first, middle, last); anchors in random order with a repeat and a dropped block.
 Case b2_dropped_blocks() {
   Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
   c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
@@ -88,57 +120,31 @@ Case shuffled_with_a_dropped_block() {
   return c;
 }
 
+// The fused backward's small case, also run by the stall test's child.
+Case fused_small() { return {1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 1)}; }
+
 }  // namespace
 
 TEST_SUITE("gpu-attention") {
   TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
     REQUIRE_GPU();
-    // Version 2's dk/dv kernel picks its mode by size (ws for the drafter's shape below, split for
-    // the small ones); the first two cases run in every mode, and decoupled and ws (a producer
-    // warpgroup stages the chunks for decoupled's consumers) must give shared's bits (the same
-    // products in the same order; only the synchronisation differs).
-    auto decoupled_is_shared = [](const Case& c, uint64_t seed) {
-      const Data d = make_data(c, seed);
-      ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");  // ws's dk/dv (fused walks other chunks)
-      KernelResult shared;
-      {
-        ScopedEnv forced("DFLASH_ATTENTION_DKDV", "shared");
-        shared = run_kernels(c, d, 2);
-      }
-      for (const char* mode : {"decoupled", "ws"}) {
-        INFO("dk/dv mode " << std::string(mode));
-        ScopedEnv forced("DFLASH_ATTENTION_DKDV", mode);
-        const KernelResult r = run_kernels(c, d, 2);
-        CHECK(bitwise_equal(r.dk, shared.dk));
-        CHECK(bitwise_equal(r.dv, shared.dv));
-        CHECK(bitwise_equal(r.dk3, shared.dk3));
-        CHECK(bitwise_equal(r.dv3, shared.dv3));
-      }
-    };
+    // Version 2's dk/dv kernel picks its mode by size (ws for the drafter's shape below, with dq
+    // fused on 132 SMs; split for the small ones); the first three cases run as the rules choose,
+    // then in both modes with dq in its own kernel.
     auto versions_in_every_mode = [](const Case& c, uint64_t seed) {
-      for (const char* mode : {"shared", "split", "decoupled", "ws"}) {
-        INFO("dk/dv mode " << std::string(mode));  // doctest prints a bare const char* as an address
-        ScopedEnv forced("DFLASH_ATTENTION_DKDV", mode);
-        check_versions(c, seed);
-      }
+      check_versions(c, seed);
+      for (heur::Dkdv mode : {heur::Dkdv::split, heur::Dkdv::ws}) check_versions_in(mode, c, seed);
     };
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; every dk/dv mode") {
       const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
       versions_in_every_mode(c, 600);
-      decoupled_is_shared(c, 601);
     }
     SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; every dk/dv mode") {
-      Case c{2, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(2, 40, 1100, 16), std::vector<int32_t>(80, 1)};
-      c.keep[0] = c.keep[17] = c.keep[40 + 39] = 0;
-      versions_in_every_mode(c, 605);
-      decoupled_is_shared(c, 606);
+      versions_in_every_mode(b2_dropped_blocks(), 605);
     }
-    SUBCASE("hd 64 with two chunks (fewer than the decoupled pipeline stages ahead); shuffled anchors: decoupled and ws are shared") {
-      const Case few{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
-      Case many{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      many.keep[10] = 0;
-      decoupled_is_shared(few, 607);
-      decoupled_is_shared(many, 608);
+    SUBCASE("hd 64 with two chunks (fewer than the pipelines' stages ahead); shuffled anchors; every dk/dv mode") {
+      versions_in_every_mode({1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}}, 607);
+      versions_in_every_mode(shuffled_with_a_dropped_block(), 608);
     }
     SUBCASE("B 2, S 3000, N 96, GQA 4, dropped blocks (first, middle, last)") {
       Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};
@@ -161,9 +167,7 @@ TEST_SUITE("gpu-attention") {
                      650);
     }
     SUBCASE("anchors in random order, with a repeat, 0 and S (kernels may rely on sorted anchors only for speed)") {
-      Case c{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      c.keep[10] = 0;
-      check_versions(c, 660);
+      check_versions(shuffled_with_a_dropped_block(), 660);
     }
     SUBCASE("no context (S = 0), and every block dropped") {
       check_versions({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 670);
@@ -181,92 +185,28 @@ TEST_SUITE("gpu-attention") {
     }
   }
 
-  TEST_CASE("version 2's query side in the ws mode (producer warpgroup, ping-pong) gives the lockstep mode's bits") {
+  // Its name keeps the words the sanitizer parts select it by (scripts/gpu-test.sh: "query side in
+  // the ws mode").
+  TEST_CASE("version 2's query side in the ws mode (the forward over 128-key tiles, dq in its own kernel) against "
+            "version 1, the same bits twice") {
     REQUIRE_GPU();
-    // The same products in the same order: out, lse and dq (added to and fresh) equal bit for bit;
-    // dk and dv do not depend on the mode. Then ws against version 1 as the other modes are.
-    auto ws_is_lockstep = [](const Case& c, uint64_t seed) {
-      INFO(c.describe());
-      const Data d = make_data(c, seed);
-      ScopedEnv separate("DFLASH_ATTENTION_DQ", "separate");  // dq from the query-side kernel
-      ScopedEnv narrow("DFLASH_ATTENTION_FORWARD_KEYS", "64");  // lockstep's tiles (wide ones: below)
-      KernelResult lockstep, ws;
-      {
-        ScopedEnv forced("DFLASH_ATTENTION_QUERY", "lockstep");
-        lockstep = run_kernels(c, d, 2);
-      }
-      {
-        ScopedEnv forced("DFLASH_ATTENTION_QUERY", "ws");
-        ws = run_kernels(c, d, 2);
-      }
-      CHECK(all_finite(ws.out));
-      CHECK(bitwise_equal(ws.out, lockstep.out));
-      CHECK(bitwise_equal(ws.lse, lockstep.lse));
-      CHECK(bitwise_equal(ws.dq, lockstep.dq));
-      CHECK(bitwise_equal(ws.dq2, lockstep.dq2));
-      CHECK(bitwise_equal(ws.dq3, lockstep.dq3));
-      CHECK(bitwise_equal(ws.dk, lockstep.dk));
-      ScopedEnv forced("DFLASH_ATTENTION_QUERY", "ws");
-      check_versions_where_kept(c, seed);
-    };
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
-      ws_is_lockstep({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)},
-                     700);
+      check_query_side({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16),
+                        std::vector<int32_t>(128, 1)},
+                       700);
     }
-    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors (warpgroups skip tiles)") {
-      ws_is_lockstep(b2_dropped_blocks(), 705);
-      ws_is_lockstep(shuffled_with_a_dropped_block(), 706);
+    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors (warpgroups skip tiles); bs 4 with hd 96") {
+      check_query_side(b2_dropped_blocks(), 705);
+      check_query_side(shuffled_with_a_dropped_block(), 706);
+      check_query_side({1, 700, 60, 4, 8, 4, 96, 64, spread_anchors(1, 60, 700, 4), std::vector<int32_t>(60, 1)}, 707);
     }
-    SUBCASE("hd 64, GQA 1 (8 blocks per CTA), one tile (fewer than the ring), S = 0, every block dropped") {
-      ws_is_lockstep({2, 1500, 40, 16, 8, 2, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)}, 710);
-      ws_is_lockstep({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)}, 711);
-      ws_is_lockstep({1, 40, 2, 16, 8, 2, 128, 64, {20, 7}, {1, 1}}, 712);
-      ws_is_lockstep({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 713);
-      ws_is_lockstep({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 714);
-    }
-  }
-
-  TEST_CASE("version 2's forward over 128-key tiles (the ws mode's default) agrees with 64-key tiles") {
-    REQUIRE_GPU();
-    // The same math with other roundings (the running max and sum move once per 128 keys): out
-    // within bf16 rounding and lse within f32 rounding of 64-key tiles, the same bits run after run,
-    // then against version 1 as every mode is.
-    auto wide_vs_narrow = [](const Case& c, uint64_t seed) {
-      INFO(c.describe());
-      const Data d = make_data(c, seed);
-      ScopedEnv ws("DFLASH_ATTENTION_QUERY", "ws");
-      KernelResult narrow;
-      {
-        ScopedEnv keys("DFLASH_ATTENTION_FORWARD_KEYS", "64");
-        narrow = run_kernels(c, d, 2);
-      }
-      ScopedEnv keys("DFLASH_ATTENTION_FORWARD_KEYS", "128");
-      const KernelResult wide = run_kernels(c, d, 2), again = run_kernels(c, d, 2);
-      CHECK(all_finite(wide.out));
-      CHECK(all_finite(wide.lse));
-      INFO("wide vs narrow: out " << rel_err(wide.out, narrow.out) << ", lse " << rel_err(wide.lse, narrow.lse));
-      CHECK(rel_err(wide.out, narrow.out) <= 5e-3);
-      CHECK(rel_err(wide.lse, narrow.lse) <= 1e-5);
-      CHECK(bitwise_equal(wide.out, again.out));
-      CHECK(bitwise_equal(wide.lse, again.lse));
-      CHECK(bitwise_equal(wide.dq, again.dq));
-      check_versions_where_kept(c, seed);
-    };
-    SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
-      wide_vs_narrow({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16),
-                      std::vector<int32_t>(128, 1)},
-                     730);
-    }
-    SUBCASE("B 2, S 1100, N 40, GQA 4, dropped blocks; shuffled anchors; bs 4 with hd 96") {
-      wide_vs_narrow(b2_dropped_blocks(), 731);
-      wide_vs_narrow(shuffled_with_a_dropped_block(), 732);
-      wide_vs_narrow({1, 700, 60, 4, 8, 4, 96, 64, spread_anchors(1, 60, 700, 4), std::vector<int32_t>(60, 1)}, 733);
-    }
-    SUBCASE("hd 64, GQA 1; one tile (fewer than the ring), S = 0, every block dropped") {
-      wide_vs_narrow({2, 1500, 40, 16, 8, 8, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)}, 734);
-      wide_vs_narrow({1, 40, 2, 16, 8, 2, 128, 64, {20, 7}, {1, 1}}, 735);
-      wide_vs_narrow({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 736);
-      wide_vs_narrow({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 737);
+    // (S = 0 and every block dropped: the version test's last subcase, on the same kernels.)
+    SUBCASE("hd 64, GQA 1; GQA 1 at hd 128 (8 blocks per CTA); one tile (fewer than the ring)") {
+      check_query_side({2, 1500, 40, 16, 8, 8, 64, 64, spread_anchors(2, 40, 1500, 16), std::vector<int32_t>(80, 1)},
+                       710);
+      check_query_side({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)},
+                       712);
+      check_query_side({1, 40, 2, 16, 8, 2, 128, 64, {20, 7}, {1, 1}}, 713);
     }
   }
 
@@ -279,14 +219,12 @@ TEST_SUITE("gpu-attention") {
       INFO(c.describe());
       const Data d = make_data(c, seed);
       const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
-      ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
-      KernelResult separate;
-      {
-        ScopedEnv forced("DFLASH_ATTENTION_DQ", "separate");
-        CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(dims, true, true, 2) == 0);
-        separate = run_kernels(c, d, 2);
-      }
-      ScopedEnv forced("DFLASH_ATTENTION_DQ", "fused");
+      TestSeamsScope seams;
+      test_seams().attention.dkdv = heur::Dkdv::ws;
+      test_seams().attention.dq = heur::Dq::separate;
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(dims, true, true, 2) == 0);
+      const KernelResult separate = run_kernels(c, d, 2);
+      test_seams().attention.dq = heur::Dq::fused;
       REQUIRE(kernels::cuda::dflash_attention_backward_scratch_bytes(dims, true, true, 2) > 0);
       const KernelResult fused = run_kernels(c, d, 2);
       CHECK(all_finite(fused.dq));
@@ -313,9 +251,7 @@ TEST_SUITE("gpu-attention") {
       Case c{2, 3000, 96, 16, 8, 2, 128, 64, spread_anchors(2, 96, 3000, 16), std::vector<int32_t>(192, 1)};
       c.keep[0] = c.keep[50] = c.keep[95] = c.keep[96 + 40] = c.keep[96 + 41] = 0;
       fused_vs_separate(c, 735);
-      Case shuffled{1, 1500, 48, 16, 8, 2, 128, 64, shuffled_anchors(1, 48, 1500, 16, 13), std::vector<int32_t>(48, 1)};
-      shuffled.keep[10] = 0;
-      fused_vs_separate(shuffled, 736);
+      fused_vs_separate(shuffled_with_a_dropped_block(), 736);
     }
     SUBCASE("GQA 1 (four blocks per chunk), GQA 8 (two chunks per block), bs 4 with hd 96") {
       fused_vs_separate({1, 2000, 40, 16, 4, 4, 128, 64, spread_anchors(1, 40, 2000, 16), std::vector<int32_t>(40, 1)},
@@ -324,17 +260,20 @@ TEST_SUITE("gpu-attention") {
                         741);
       fused_vs_separate({1, 900, 64, 4, 4, 2, 96, 64, spread_anchors(1, 64, 900, 4), std::vector<int32_t>(64, 1)}, 742);
     }
-    SUBCASE("no context (S = 0), every block dropped") {
+    SUBCASE("no context (S = 0), every block dropped, a small kept case") {
       fused_vs_separate({1, 0, 8, 16, 8, 2, 128, 64, std::vector<int32_t>(8, 0), std::vector<int32_t>(8, 1)}, 745);
       fused_vs_separate({1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 300, 16), std::vector<int32_t>(8, 0)}, 746);
+      fused_vs_separate(fused_small(), 747);
     }
-    SUBCASE("by default at 4096:512 and not at 1024:128 with B = 4; forced, not at hd 64, bs 24, split") {
+    SUBCASE("by default at 4096:512 and not at 1024:128 with B = 4 (this GPU's SMs); forced, not at hd 64, bs 24, split") {
       const kernels::cuda::DflashAttentionDims d4096{1, 4096, 512, 16, 32, 8, 128, 64, 0.09f};
       const kernels::cuda::DflashAttentionDims d1024x4{4, 1024, 128, 16, 32, 8, 128, 64, 0.09f};
-      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d4096, true, true, 2) > 0);
-      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d1024x4, true, true, 2) == 0);
-      ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
-      ScopedEnv fused("DFLASH_ATTENTION_DQ", "fused");
+      CHECK(kernels::cuda::dflash_attention_backward_choice(d4096, true, true).dq == heur::Dq::fused);
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d4096, true, true) > 0);
+      CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d1024x4, true, true) == 0);
+      TestSeamsScope seams;
+      test_seams().attention.dkdv = heur::Dkdv::ws;
+      test_seams().attention.dq = heur::Dq::fused;
       CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(d1024x4, true, true, 2) > 0);
       const kernels::cuda::DflashAttentionDims hd64{1, 1500, 40, 16, 8, 2, 64, 64, 0.125f};
       const kernels::cuda::DflashAttentionDims bs24{1, 1500, 40, 24, 8, 2, 128, 64, 0.09f};
@@ -346,20 +285,19 @@ TEST_SUITE("gpu-attention") {
       // 1 x 2 kv heads x 40 chunks of 64 rows (40 blocks x 4 heads x 16 slots per kv head): 2 x 64 x 64
       // floats and a counter each.
       CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(ok, true, true, 2) == 2 * 40 * (2 * 64 * 64 * 4 + 4));
-      ScopedEnv split("DFLASH_ATTENTION_DKDV", "split");
+      test_seams().attention.dkdv = heur::Dkdv::split;
       CHECK(kernels::cuda::dflash_attention_backward_scratch_bytes(ok, true, true, 2) == 0);
     }
   }
 
-  // Its own case, so that the sanitizer steps can leave it out by name (scripts/gpu-check.sh, san_excluded):
+  // Its own case, so that the sanitizer steps can leave it out by name (scripts/gpu-test.sh, excluded):
   // the child it starts traps on purpose, which a sanitizer reports as the child's error.
   TEST_CASE("version 2's fused backward: a turn that never comes stops the kernel with an error, not a hang") {
     REQUIRE_GPU();
-    // In a child process (the trap ends its CUDA context): every turn waits for one that never
-    // comes (DFLASH_ATTENTION_DQ_TEST_STALL), with a 1 s wait.
-    const CommandOutput child =
-        run_command("env DFLASH_ATTENTION_DQ_TEST_STALL=1 DFLASH_ATTENTION_DQ_WAIT_S=1 timeout 120 " + self_binary() +
-                    " --test-case='version 2*fused backward: dq summed*' --subcase='no context*'");
+    // In a child process (the trap ends its CUDA context), the skipped case below: every turn waits
+    // for one that never comes, with a 1 s wait.
+    const CommandOutput child = run_command("timeout 120 " + self_binary() +
+                                            " --no-skip --test-case='*stalled turns (the child of*'");
     const std::string& text = child.text;
     const int status = child.status;
     INFO(text);
@@ -367,40 +305,28 @@ TEST_SUITE("gpu-attention") {
     CHECK(WEXITSTATUS(status) != 124);  // not timeout's: the kernel stopped itself
     CHECK(text.find("fused dq): chunk") != std::string::npos);
     CHECK(text.find("waited 1.") != std::string::npos);
-    CHECK(text.find("Set DFLASH_ATTENTION_DQ=separate") != std::string::npos);
+    CHECK(text.find("report this with the shape") != std::string::npos);
   }
 
-  TEST_CASE("DFLASH_ATTENTION_QUERY, _FORWARD_KEYS, _DKDV and _DQ outside their choices are refused, naming them") {
+  // Run only by the case above, in its own process (skipped unless --no-skip).
+  TEST_CASE("version 2's fused backward with stalled turns (the child of the never-coming turn's case)" *
+            doctest::skip()) {
+    REQUIRE_GPU();
+    TestSeamsScope seams;
+    test_seams().attention.dkdv = heur::Dkdv::ws;
+    test_seams().attention.dq = heur::Dq::fused;
+    test_seams().dq_stall = true;
+    test_seams().dq_wait_s = 1;
+    const Case c = fused_small();
+    run_kernels(c, make_data(c, 747), 2);
+  }
+
+  TEST_CASE("a kernel version other than 0, 1 and 2 is refused, naming the choices") {
     REQUIRE_GPU();
     const Case c{1, 200, 2, 16, 8, 2, 64, 64, {150, 40}, {1, 1}};
-    const Data d = make_data(c, 720);
-    {
-      ScopedEnv bad("DFLASH_ATTENTION_QUERY", "pingpong");
-      CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_QUERY=pingpong: use lockstep"),
-                           std::runtime_error);
-    }
-    {
-      const Case fused{1, 1100, 40, 16, 8, 2, 128, 64, spread_anchors(1, 40, 1100, 16), std::vector<int32_t>(40, 1)};
-      ScopedEnv ws("DFLASH_ATTENTION_DKDV", "ws");
-      ScopedEnv forced("DFLASH_ATTENTION_DQ", "fused");
-      ScopedEnv bad("DFLASH_ATTENTION_DQ_WAIT_S", "soon");
-      CHECK_THROWS_WITH_AS(run_kernels(fused, make_data(fused, 721), 2),
-                           doctest::Contains("DFLASH_ATTENTION_DQ_WAIT_S=soon: use a number of seconds in (0, 3600]"),
-                           std::runtime_error);
-    }
-    {
-      ScopedEnv bad("DFLASH_ATTENTION_FORWARD_KEYS", "96");
-      CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_FORWARD_KEYS=96: use 64 or 128"),
-                           std::runtime_error);
-    }
-    {
-      ScopedEnv bad("DFLASH_ATTENTION_DQ", "atomic");
-      CHECK_THROWS_WITH_AS(run_kernels(c, d, 2), doctest::Contains("DFLASH_ATTENTION_DQ=atomic: use fused or separate"),
-                           std::runtime_error);
-    }
-    ScopedEnv bad("DFLASH_ATTENTION_DKDV", "pingpong");
-    CHECK_THROWS_WITH_AS(run_kernels(c, d, 2),
-                         doctest::Contains("DFLASH_ATTENTION_DKDV=pingpong: use split, shared, decoupled or ws"),
+    CHECK_THROWS_WITH_AS(run_kernels(c, make_data(c, 720), 3),
+                         doctest::Contains("kernel version 3 does not exist; use 0 (the heuristics' choice), 1 "
+                                           "(mma.sync) or 2 (wgmma, sm_90)"),
                          std::runtime_error);
   }
 }

@@ -1,16 +1,19 @@
 // linear_cross_entropy's training rows on CUDA read once (ce_rows_slice_kernel: a cluster of C CTAs
-// keeps each row in shared memory) at every cluster size the slice budget picks, 1 to 8: against the
-// CPU, against the kernel that reads the rows twice, bit for bit run to run, and on exact ties and
-// bad labels across the CTAs of a cluster; NaN logits on every row kernel against the CPU's scan. Suite "gpu-ops" (needs a GPU and fails without one); the
-// cluster size's choice, host logic, in suite "ce-rows-cluster".
+// keeps each row in shared memory) at every cluster size the slice budget picks, 1 to 8 (small
+// budgets through the test seam), against the CPU, against the kernel that reads the rows twice,
+// bit for bit run to run, and on exact ties and bad labels across the CTAs of a cluster; NaN logits
+// on every row kernel against the CPU's scan. Suite "gpu-ops" (needs a GPU and fails without one);
+// the cluster size's rule: tests/test_heuristics.cpp.
 #ifdef DFLASH_CUDA
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/test_seams.h"
 #include "tests/gpu_op_harness.h"
 
 using namespace dflash;
@@ -18,42 +21,20 @@ using namespace dflash::test;
 using namespace dflash::test::gpu_ops;
 
 namespace {
-constexpr const char* kBudget = "DFLASH_CE_SLICE_BYTES";
 void* aligned_address(uintptr_t a) { return reinterpret_cast<void*>(a); }
-}  // namespace
 
-// Host logic only: runs without a GPU wherever the CUDA backend is built.
-TEST_SUITE("ce-rows-cluster") {
-  TEST_CASE("ce rows read once: the cluster size a slice budget picks (the smallest C in 1..8 with 8C | V)") {
-    void *x = aligned_address(4096), *d = aligned_address(8192);
-    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 151936) == 8);  // 37984 bytes a CTA
-    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 40000) == 2);
-    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 16384) == 1);
-    CHECK(kernels::cuda::ce_rows_cluster(x, d, false, 320) == 0);   // f32 logits
-    CHECK(kernels::cuda::ce_rows_cluster(x, nullptr, true, 320) == 0);  // no dlogits: one read anyway
-    CHECK(kernels::cuda::ce_rows_cluster(aligned_address(4098), d, true, 320) == 0);
-    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 321) == 0);
-    CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 8 * 1000003) == 0);  // no C keeps a slice in 40 KB
-    {
-      ScopedEnv env(kBudget, "80");
-      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 320) == 8);
-      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 120) == 3);
-      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 200) == 5);
-    }
-    {
-      ScopedEnv env(kBudget, "98304");
-      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 151936) == 4);
-    }
-    {
-      ScopedEnv env(kBudget, "0");
-      CHECK(kernels::cuda::ce_rows_cluster(x, d, true, 320) == 0);
-    }
-    ScopedEnv bad(kBudget, "lots");
-    CHECK_THROWS_WITH_AS(kernels::cuda::ce_rows_cluster(x, d, true, 320),
-                         doctest::Contains("DFLASH_CE_SLICE_BYTES=lots: give the most bytes of a row a CTA keeps"),
-                         std::runtime_error);
+// The rows' slice budget for a scope (nullptr: the rule's); the previous seams come back at its end.
+class Budget {
+ public:
+  explicit Budget(const char* bytes) {
+    if (bytes) kernels::cuda::test_seams().ce_slice_bytes = size_t(std::stoull(bytes));
+    else kernels::cuda::test_seams().ce_slice_bytes.reset();
   }
-}
+
+ private:
+  kernels::cuda::TestSeamsScope saved_;
+};
+}  // namespace
 
 TEST_SUITE("gpu-ops") {
   TEST_CASE(
@@ -75,10 +56,10 @@ TEST_SUITE("gpu-ops") {
                                ints({R}, labels), f32c({R}, w)};
       Result twice;
       {
-        ScopedEnv off(kBudget, "0");
+        Budget off("0");
         twice = run(be.gpu, DType::bf16, in, ce_fn(chunk));
       }
-      std::unique_ptr<ScopedEnv> env = c.budget ? std::make_unique<ScopedEnv>(kBudget, c.budget) : nullptr;
+      const Budget budget(c.budget);
       REQUIRE(kernels::cuda::ce_rows_cluster(aligned_address(4096), aligned_address(8192), true, c.V) == c.clusters);
       const Result once = run(be.gpu, DType::bf16, in, ce_fn(chunk));
       // Against the CPU: loss, ce and dh within bf16's tolerance; argmax within the rounding of the
@@ -100,7 +81,7 @@ TEST_SUITE("gpu-ops") {
     Backends be;
     // Small integers make every logit exact in bf16 whatever the order of the sums; 16-byte slices
     // put one pack in each CTA (V = 24: 3 CTAs, 40: 5), so the ties and labels fall across CTAs.
-    ScopedEnv env(kBudget, "16");
+    const Budget budget("16");
     for (const int64_t V : {24, 40}) {
       INFO("V " << V);
       REQUIRE(kernels::cuda::ce_rows_cluster(aligned_address(4096), aligned_address(8192), true, V) == V / 8);
@@ -149,7 +130,7 @@ TEST_SUITE("gpu-ops") {
                            Kernel{DType::bf16, 320, "0", 0}, Kernel{DType::bf16, 321, "0", 0},
                            Kernel{DType::bf16, 320, "80", 8}}) {
       INFO(dtype_name(k.dt) << ", V " << k.V << ", " << k.clusters << " CTAs a row");
-      ScopedEnv env(kBudget, k.budget);
+      const Budget budget(k.budget);
       const int64_t R = 7, V = k.V;
       // Integers in [-11, 11] (exact in bf16); the maximum 11 recurs along every row (ties).
       std::vector<float> x(size_t(R * V));

@@ -1,7 +1,7 @@
 // The target's forward-only fused CUDA ops (add_rmsnorm, rmsnorm_rope, swiglu_halves) against
 // the unfused CUDA ops' bits and the CPU's values; linear_residual (the residual add in the GEMM's
-// epilogue) against the CPU and a double reference. Suite "gpu-ops" (the sanitize-fused step of
-// scripts/gpu-check.sh runs these cases): it needs a GPU and fails without one.
+// epilogue) against the CPU and a double reference. Suite "gpu-ops" (scripts/gpu-test.sh's sanitizer
+// steps run these cases): it needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <cstring>
 

@@ -432,7 +432,7 @@ TEST_SUITE("gpu-kernels") {
   }
 }
 
-// Probes for compute-sanitizer initcheck (scripts/gpu-check.sh runs it on "gpu-sanitize"). The
+// Probes for compute-sanitizer initcheck (scripts/gpu-test.sh runs it on "gpu-sanitize"). The
 // SwiGLU map kernel reads exactly n elements of gate and up (whole 16-byte packs below n / 8 * 8,
 // single elements after), so an "uninitialized read" there means gate or up were never seen as
 // written. The first probe feeds it tensors written by our own kernels and host copies: it must be

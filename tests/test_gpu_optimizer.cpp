@@ -277,20 +277,20 @@ TEST_SUITE("gpu-optimizer") {
   }
 
   TEST_CASE("GEMM: cuBLAS equals a double reference, odd sizes, every transpose, f32 and bf16 outputs, beta 1; "
-            "also planned for fewer SMs (DFLASH_GEMM_SM_COUNT_TARGET), through cublasGemmEx and cuBLASLt's addend") {
+            "through cublasGemmEx and cuBLASLt's addend") {
     REQUIRE_GPU();
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
     const int64_t M = 77, N = 131, K = 203;
-    for (const char* sms : {"", "66"})
+    for (bool with_addend : {false, true})
     for (bool ab_bf16 : {true, false})
       for (bool c_bf16 : {false, true})
         for (bool ta : {false, true})
           for (bool tb : {false, true}) {
             if (!ab_bf16 && c_bf16) continue;  // f32 inputs only into f32 (the runtime's pairs)
+            if (with_addend && !(ab_bf16 && c_bf16)) continue;  // the addend: bf16 GEMMs into bf16 (the runtime's)
             INFO("A,B " << (ab_bf16 ? "bf16" : "f32") << " C " << (c_bf16 ? "bf16" : "f32") << " trans_a " << ta
-                        << " trans_b " << tb << " SM count target '" << sms << "'");
-            std::unique_ptr<ScopedEnv> target = *sms ? std::make_unique<ScopedEnv>("DFLASH_GEMM_SM_COUNT_TARGET", sms) : nullptr;
+                        << " trans_b " << tb << (with_addend ? ", C0 as cuBLASLt's addend" : ""));
             const DType dab = ab_bf16 ? DType::bf16 : DType::f32, dc = c_bf16 ? DType::bf16 : DType::f32;
             const std::vector<float> A = round_to(dab, random_floats(size_t(M * K), 1)),
                                      B = round_to(dab, random_floats(size_t(K * N), 2)),
@@ -300,7 +300,7 @@ TEST_SUITE("gpu-optimizer") {
             kernels::cuda::GemmArgs g{M, N, K, tA.raw(), ta ? M : K, ta, tB.raw(), tb ? K : N, tb, tC.raw(), N,
                                       alpha, beta, ab_bf16, c_bf16};
             Tensor addend = make_float({M * N}, C0, dc);
-            if (*sms && ab_bf16 && c_bf16) {  // the same sum with C0 as cuBLASLt's addend into a fresh C
+            if (with_addend) {  // the same sum with C0 as cuBLASLt's addend into a fresh C
               g.addend = addend.raw();
               kernels::cuda::fill(tC.raw(), c_bf16, M * N, 1e30f, ctx.cuda_stream());
             }
@@ -457,27 +457,6 @@ TEST_SUITE("gpu-optimizer") {
         worst = std::max(worst, std::fabs(double(eager[size_t(i * 192 + j)]) - r) - std::ldexp(std::fabs(r), -8));
       }
     CHECK(worst <= 1e-3);
-  }
-}
-
-// No GPU needed: the knob's values, read as each GEMM is launched.
-TEST_SUITE("gemm-sm-target") {
-  TEST_CASE("DFLASH_GEMM_SM_COUNT_TARGET: unset or 0 plans for every SM; a count is taken; anything else refused by name") {
-    CHECK(kernels::cuda::gemm_sm_count_target() == 0);
-    {
-      ScopedEnv none("DFLASH_GEMM_SM_COUNT_TARGET", "0");
-      CHECK(kernels::cuda::gemm_sm_count_target() == 0);
-    }
-    {
-      ScopedEnv some("DFLASH_GEMM_SM_COUNT_TARGET", "124");
-      CHECK(kernels::cuda::gemm_sm_count_target() == 124);
-    }
-    for (const char* bad : {"-1", "lots", "66 SMs", "2000"}) {
-      INFO(bad);
-      ScopedEnv env("DFLASH_GEMM_SM_COUNT_TARGET", bad);
-      const std::string want = std::string("DFLASH_GEMM_SM_COUNT_TARGET=") + bad + ": give the number of SMs";
-      CHECK_THROWS_WITH_AS(kernels::cuda::gemm_sm_count_target(), doctest::Contains(want.c_str()), std::runtime_error);
-    }
   }
 }
 

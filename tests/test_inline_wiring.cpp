@@ -112,6 +112,7 @@ TEST_SUITE("inline-wiring") {
     CHECK_FALSE(c.runtime.shard_optimizer);
     CHECK_FALSE(c.runtime.overlap_reduction);
     CHECK(c.runtime.reduce_dtype == "f32");
+    CHECK(c.runtime.target_attention == "auto");
     CHECK(c.runtime.arena_gb == 0.0);
     CHECK(c.training.beta1 == 0.9);
     CHECK(c.training.min_lr_ratio == 0.0);

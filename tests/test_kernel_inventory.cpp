@@ -1,5 +1,5 @@
 // DFLASH_KERNEL_INVENTORY (tests/main.cpp): the test binary lists the kernels a run launched, for
-// gpu-check's sanitizer coverage; refused, naming the variable, where it cannot trace kernels.
+// scripts/gpu-test.sh's sanitizer coverage; refused, naming the variable, where it cannot trace kernels.
 // Suites "kernel-inventory" (CPU host) and "gpu-misc".
 #include <doctest/doctest.h>
 

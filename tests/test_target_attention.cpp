@@ -1,8 +1,8 @@
-// The choice of the target's attention implementation (runtime/target_attention.h):
-// DFLASH_TARGET_ATTENTION, its default, the process-wide override and the refusals with their fix;
-// and the refusals of `dflash-bench causal-attention` (its timings need the GPU host).
+// The choice of the target's attention implementation (runtime/target_attention.h): the rule for
+// runtime.target_attention = "auto", the key's values and refusals with their fix, the
+// process-wide choice and its scopes, which setting up a job makes the key's; and the refusals of
+// `dflash-bench causal-attention` (its timings need the GPU host).
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -12,114 +12,41 @@
 #include "runtime/error.h"
 #include "runtime/target_attention.h"
 #include "tests/test_util.h"
+#include "tests/trainer_fixture.h"
+#include "train/job.h"
 
 using namespace dflash;
 
-namespace {
-// Sets an environment variable (DFLASH_TARGET_ATTENTION unless named; unset for nullptr) for a
-// scope and restores the old value.
-class EnvScope {
- public:
-  explicit EnvScope(const char* value, const char* name = "DFLASH_TARGET_ATTENTION") : name_(name) {
-    if (const char* old = std::getenv(name_)) old_ = old;
-    if (value)
-      setenv(name_, value, 1);
-    else
-      unsetenv(name_);
-  }
-  ~EnvScope() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-}  // namespace
-
 TEST_SUITE("target-attention") {
-  TEST_CASE("DFLASH_TARGET_ATTENTION: default cudnn where built, own and cudnn by name") {
+  TEST_CASE("runtime.target_attention: auto is cudnn where built, own otherwise; cudnn and own by name") {
     set_target_attention(std::nullopt);
     const TargetAttention best = cudnn_attention_built() ? TargetAttention::cudnn : TargetAttention::own;
-    {
-      EnvScope env(nullptr);
-      CHECK(target_attention() == best);
-    }
-    {
-      EnvScope env("");
-      CHECK(target_attention() == best);
-    }
-    {
-      EnvScope env("own");
-      CHECK(target_attention() == TargetAttention::own);
-    }
-    EnvScope env("cudnn");
+    CHECK(target_attention() == best);
+    CHECK_FALSE(parse_target_attention("auto").has_value());
+    CHECK(parse_target_attention("own") == TargetAttention::own);
     if (cudnn_attention_built()) {
-      CHECK(target_attention() == TargetAttention::cudnn);
+      CHECK(parse_target_attention("cudnn") == TargetAttention::cudnn);
     } else {
-      CHECK_THROWS_WITH_AS(target_attention(),
-                           doctest::Contains("DFLASH_TARGET_ATTENTION=cudnn, but this build has no cuDNN path"), Error);
-      CHECK_THROWS_WITH_AS(target_attention(), doctest::Contains("run scripts/setup.sh and rebuild"), Error);
+      CHECK_THROWS_WITH_AS(parse_target_attention("cudnn"),
+                           doctest::Contains("runtime.target_attention = \"cudnn\", but this build has no cuDNN path"),
+                           Error);
+      CHECK_THROWS_WITH_AS(parse_target_attention("cudnn"), doctest::Contains("run scripts/setup.sh and rebuild"),
+                           Error);
     }
     CHECK(std::string(target_attention_name(TargetAttention::cudnn)) == "cudnn");
     CHECK(std::string(target_attention_name(TargetAttention::own)) == "own");
   }
 
-  TEST_CASE("DFLASH_TARGET_ATTENTION refuses another value and names the choices") {
-    set_target_attention(std::nullopt);
-    EnvScope env("flash");
-    CHECK_THROWS_WITH_AS(target_attention(),
-                         doctest::Contains("DFLASH_TARGET_ATTENTION=flash is not an attention implementation: use "
-                                           "cudnn (cuDNN's fused flash attention) or own"),
+  TEST_CASE("runtime.target_attention refuses another value and names the choices") {
+    CHECK_THROWS_WITH_AS(parse_target_attention("flash"),
+                         doctest::Contains("runtime.target_attention = \"flash\" is not an attention implementation: "
+                                           "use \"auto\""),
                          Error);
   }
 
-  TEST_CASE("DFLASH_CUDNN_SDPA_PLAN: unset is cuDNN's default; an implementation, with or without an engine") {
-    const char* kPlan = "DFLASH_CUDNN_SDPA_PLAN";
-    {
-      EnvScope env(nullptr, kPlan);
-      const CudnnPlanRequest r = cudnn_plan_request();
-      CHECK(r.implementation.empty());
-      CHECK(r.engine.empty());
-    }
-    {
-      EnvScope env("", kPlan);
-      CHECK(cudnn_plan_request().implementation.empty());
-    }
-    {
-      EnvScope env("composite", kPlan);
-      const CudnnPlanRequest r = cudnn_plan_request();
-      CHECK(r.implementation == "composite");
-      CHECK(r.engine.empty());
-    }
-    {
-      EnvScope env("unified:eng7_k2=3:x", kPlan);  // the engine is everything after the first colon
-      const CudnnPlanRequest r = cudnn_plan_request();
-      CHECK(r.implementation == "unified");
-      CHECK(r.engine == "eng7_k2=3:x");
-    }
-    {
-      EnvScope env("flash:eng0", kPlan);
-      CHECK_THROWS_WITH_AS(cudnn_plan_request(),
-                           doctest::Contains("DFLASH_CUDNN_SDPA_PLAN=flash:eng0: 'flash' is not a cuDNN SDPA "
-                                             "implementation; use unified or composite"),
-                           Error);
-    }
-    {
-      EnvScope env("composite:", kPlan);
-      CHECK_THROWS_WITH_AS(cudnn_plan_request(),
-                           doctest::Contains("DFLASH_CUDNN_SDPA_PLAN=composite: names no engine after the colon; "
-                                             "write composite:ENGINE"),
-                           Error);
-    }
-  }
-
-  TEST_CASE("the override beats the environment and a scope restores the previous choice") {
+  TEST_CASE("the process-wide choice beats the rule and a scope restores the previous choice") {
     set_target_attention(std::nullopt);
-    EnvScope env("flash");  // never read while an override is set
+    const TargetAttention best = cudnn_attention_built() ? TargetAttention::cudnn : TargetAttention::own;
     {
       TargetAttentionScope outer(TargetAttention::own);
       CHECK(target_attention() == TargetAttention::own);
@@ -129,17 +56,28 @@ TEST_SUITE("target-attention") {
       } else {
         TargetAttentionScope inner(TargetAttention::cudnn);
         CHECK_THROWS_WITH_AS(target_attention(),
-                             doctest::Contains("cuDNN attention was asked for (set_target_attention), but this "
-                                               "build has no cuDNN path"),
+                             doctest::Contains("cuDNN attention was asked for (runtime.target_attention = \"cudnn\"), "
+                                               "but this build has no cuDNN path"),
                              Error);
       }
       CHECK(target_attention() == TargetAttention::own);
     }
-    CHECK_THROWS_WITH_AS(target_attention(), doctest::Contains("DFLASH_TARGET_ATTENTION=flash"), Error);
+    CHECK(target_attention() == best);
     set_target_attention(TargetAttention::own);
     CHECK(target_attention() == TargetAttention::own);
     set_target_attention(std::nullopt);
-    CHECK_THROWS_WITH_AS(target_attention(), doctest::Contains("DFLASH_TARGET_ATTENTION=flash"), Error);
+    CHECK(target_attention() == best);
+  }
+
+  TEST_CASE("runtime.target_attention: setting up a job makes the key the process's choice") {
+    const auto quiet = [](const std::string&) {};
+    set_target_attention(std::nullopt);
+    setup_job(test::small_job("target-attention-own", {"runtime.target_attention=own"}), quiet);
+    CHECK(target_attention() == TargetAttention::own);
+    // Without the cuDNN path "auto" also runs dflash's kernel: only a build with it tells them apart.
+    setup_job(test::small_job("target-attention-auto"), quiet);
+    CHECK(target_attention() == (cudnn_attention_built() ? TargetAttention::cudnn : TargetAttention::own));
+    set_target_attention(std::nullopt);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/target_attention.h"
 #include "train/config_keys.h"
 
 namespace dflash {
@@ -462,6 +463,13 @@ class Parser {
     positive(c.runtime.heartbeat_timeout_s, "runtime.heartbeat_timeout_s");
     require(c.runtime.reduce_dtype == "f32" || c.runtime.reduce_dtype == "bf16", "runtime.reduce_dtype",
             "use \"f32\" (the default) or \"bf16\"");
+    const std::string& ta = c.runtime.target_attention;
+    require(ta == "auto" || ta == "cudnn" || ta == "own", "runtime.target_attention",
+            "use \"auto\" (cuDNN where the build has it, the default), \"cudnn\" (cuDNN's fused flash attention) or "
+            "\"own\" (dflash's kernel)");
+    require(ta != "cudnn" || cudnn_attention_built(), "runtime.target_attention",
+            "asks for cuDNN, but this build has no cuDNN path (CMake found no cuDNN or no cudnn-frontend headers in "
+            ".deps/cudnn-frontend): run scripts/setup.sh and rebuild, or use \"auto\" or \"own\"");
     at_least(c.checkpoint.every, 0, "checkpoint.every");
     at_least(c.checkpoint.keep, 1, "checkpoint.keep");
     at_least(c.metrics.log_every, 1, "metrics.log_every");

@@ -10,6 +10,7 @@
 #include "model/target.h"
 #include "runtime/context.h"
 #include "runtime/fileio.h"
+#include "runtime/target_attention.h"
 #include "train/export.h"
 #include "train/memory_fit.h"
 #include "graphs/engine.h"
@@ -116,6 +117,7 @@ Job setup_job(const Config& cfg, const LogFn& log) {
   job.target = read_target_spec(tdir);
   job.drafter = drafter_spec_for(cfg, job.target);
   job.devices = resolve_devices(cfg.runtime, &job.device_note);
+  set_target_attention(parse_target_attention(cfg.runtime.target_attention));  // the process's choice
   return job;
 }
 

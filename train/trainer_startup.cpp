@@ -13,6 +13,7 @@
 #include "train/checkpoint.h"
 #include "train/data_fingerprint.h"
 #include "train/export.h"
+#include "train/kernel_choices.h"
 #include "train/run_identity.h"
 
 namespace dflash::trainer_detail {
@@ -110,6 +111,8 @@ Trainer::Trainer(const Config& cfg, const TrainHooks& hooks, const ClusterSpec* 
   if (replicas_[0]->engine()) {
     StartupReport report = make_startup_report(*replicas_[0]->engine(), cluster_.world, startup_ms_);
     report.shard_optimizer = replicas_[0]->drafter().params().sharded();
+    report.kernel_choices =
+        kernel_choice_lines(replicas_[0]->context().device(), job_.drafter, c.buckets, c.runtime.target_attention);
     log_.info("recorded programs (each worker):\n" + format_startup_table(report));
     const Device& device = replicas_[0]->context().device();
     const int sharing = device.is_cpu() ? int(job_.devices.size()) : 1;  // arenas in this memory

@@ -280,7 +280,7 @@ __device__ __forceinline__ void store_resident_row_normed(const Words16<T> (&v)[
 // Butterfly sum over a full warp: every lane ends with the same bits, in a fixed order.
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // offsets 16 to 1: all 32 lanes
   return v;
 }
 

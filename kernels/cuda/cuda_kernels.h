@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/heuristics.h"
+
 namespace dflash::kernels::cuda {
 
 // primitives.cu
@@ -37,10 +39,6 @@ struct GemmArgs {
   const void* addend = nullptr;
 };
 void gemm(const GemmArgs& g, void* cublas_handle, void* stream);
-// DFLASH_GEMM_SM_COUNT_TARGET (a tuning knob for the overlapped gradient reduction, read at each GEMM
-// call, so at recording): the SMs cuBLAS and cuBLASLt plan GEMMs for, leaving the rest to kernels that
-// run beside them (NCCL's); 0 when unset. A value outside 0..1024 is refused, naming the variable.
-int gemm_sm_count_target();
 // Tells compute-sanitizer's initcheck that cuBLAS's workspace holds defined bytes (it cannot see
 // cuBLAS's own stores there); a no-op without the tool.
 void mark_gemm_workspace_initialized(void* workspace, size_t bytes, void* stream);
@@ -150,8 +148,9 @@ void sum_backward(const void* dout, bool dout_bf16, float scale, void* dx, bool 
 // gradient for a unit upstream gradient (as linear_ce_backward's rows with dloss = 1).
 void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const float* weights, int64_t n, int64_t V,
                      float* lse, float* ce, int32_t* argmax, void* dlogits, void* stream);
-// The CTAs a row that ce_rows_forward's single-read kernel takes for these arguments (each keeps V / C
-// logits in shared memory), or 0 where it reads the logits twice instead.
+// The CTAs a row that ce_rows_forward's single-read kernel takes for these arguments on the current
+// device (each keeps V / C logits in shared memory; kernels/heuristics.h's ce_rows, with 16-byte
+// aligned logits and dlogits), or 0 where it reads the logits twice instead.
 int ce_rows_cluster(const void* logits, const void* dlogits, bool bf16, int64_t V);
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r] in double) (the CPU's order).
 void ce_loss(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss, void* stream);
@@ -228,20 +227,11 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // key_tile only sets the reported count: tiles[0] = sum over kept blocks of
 // ceil(min(anchor, S) / key_tile) + 1, as on the CPU (the kernels' own tiles are internal).
 // Two kernel versions, equal up to bf16 rounding and each deterministic (the same call gives the
-// same bits): v1, mma.sync (any supported shape); v2, wgmma (sm_90a: bf16 q, k, v and dout with
-// hd <= 128 on a compute capability 9.0 device; other shapes and devices fall back to v1). The
-// environment variable DFLASH_ATTENTION=v1|v2 picks one (default v2); it is read once, at the
-// first launch. `version` (0: that choice) overrides it per call, e.g. for an A/B benchmark.
-// v2 runs fastest when each sequence's anchors are sorted ascending (the data pipeline's order);
-// any order gives the same results. v2's dk/dv kernel has modes equal up to rounding: 128 keys
-// per CTA (shared, decoupled and ws, with the same bits; ws, a producer warpgroup staging the
-// chunks, is the default) and split (64 keys per CTA, for grids that would not fill the GPU); it
-// picks by size unless DFLASH_ATTENTION_DKDV=shared|split|decoupled|ws (read at every launch) says.
-// v2's forward and dq kernels have two modes with the same bits: ws (a producer warpgroup stages
-// the K/V tiles, the two consumer warpgroups take ping-pong turns; the default) and lockstep (every
-// thread stages and computes); DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch) forces one.
-// The forward's ws mode takes 128 keys per tile by default (other roundings than 64, the same
-// math); DFLASH_ATTENTION_FORWARD_KEYS=64|128 (read at every launch) forces a width.
+// same bits): v1, mma.sync (any supported shape: the portable kernels); v2, wgmma (sm_90a: bf16 q,
+// k, v and dout with hd <= 128 on a compute capability 9.0 device; elsewhere v1 runs). What a call
+// runs, v2's dk/dv and dq modes and its TMA loads included, is kernels/heuristics.h's choice for
+// the device and the dims (dflash_attention_*_choice below). v2 runs fastest when each sequence's
+// anchors are sorted ascending (the data pipeline's order); any order gives the same results.
 struct DflashAttentionDims {
   int64_t B, S, N, bs, nh, nkv, hd, key_tile;
   float scale;
@@ -254,7 +244,7 @@ struct DflashAttentionForward {
   void* out;       // [B, T, nh, hd] in q's dtype; dropped blocks get 0
   float* lse;      // [B, nh, T], saved for backward; dropped blocks get 0
   int32_t* tiles;  // [1]
-  int version = 0;  // 1, 2, or 0: DFLASH_ATTENTION (default 2)
+  int version = 0;  // 0: kernels/heuristics.h's choice; 1: v1 wherever; 2: v2 where it applies (tests, A/B)
 };
 void dflash_attention_forward(const DflashAttentionForward& a, void* stream);
 // dq, dk, dv accumulate (+=) and any of them may be null; dropped blocks contribute nothing.
@@ -287,13 +277,10 @@ void dflash_attention_backward(const DflashAttentionBackward& a, void* stream);
 // is asked for; version as in DflashAttentionBackward. Asked when the graph is planned.
 int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bool bf16, bool wants_dq,
                                                 int version = 0);
-// Version 2's dk/dv kernel loads its query chunks by TMA for these dims (bf16; the ws and fused
-// modes, where a chunk is one block's rows: group * bs = 64, hd 64 or 128, bs a multiple of 4), not
-// by cp.async per row; DFLASH_ATTENTION_DKDV_LOADS=threads turns it off. Same bits either way.
-bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16);
-// Version 2's forward and dq kernels (the ws mode) load their key tiles of context keys alone by
-// TMA for these dims (bf16, hd 64 or 128), not by cp.async per row; the tile that reaches the draft
-// keys still comes by cp.async. DFLASH_ATTENTION_QUERY_LOADS=threads turns it off. Same bits.
-bool dflash_attention_query_loads_by_tma(const DflashAttentionDims& d, bool bf16);
+// What kernels/heuristics.h chooses for these dims on the current device (bf16: q, k, v, and dout
+// for the backward), the test seams (kernels/cuda/test_seams.h) applied: what a call of version 0 runs.
+heuristics::AttentionForward dflash_attention_forward_choice(const DflashAttentionDims& d, bool bf16);
+heuristics::AttentionBackward dflash_attention_backward_choice(const DflashAttentionDims& d, bool bf16,
+                                                               bool wants_dq);
 
 }  // namespace dflash::kernels::cuda

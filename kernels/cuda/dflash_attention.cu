@@ -1,8 +1,8 @@
 // DFlash block-sparse attention forward on the GPU (semantics as kernels/cpu/attention.cpp and
-// DFLASH.md "The attention mask"), flash-attention style on bf16 tensor cores, plus the
+// docs/MODEL.md, the attention mask), flash-attention style on bf16 tensor cores, plus the
 // visited-tile count, computed on the device so that it is part of a recorded program. These are
-// kernel version 1; version 2 (dflash_attention_*_sm90.cu, wgmma) runs instead where it applies and
-// is chosen (cuda_kernels.h, DFLASH_ATTENTION).
+// kernel version 1, the portable one; version 2 (dflash_attention_*_sm90.cu, wgmma) runs instead
+// where kernels/heuristics.h chooses it.
 #include <cmath>
 
 #include "kernels/cuda/dflash_attention.cuh"
@@ -251,7 +251,7 @@ void dflash_attention_forward(const DflashAttentionForward& a, void* stream) {
   tiles_visited_kernel<<<1, kTileThreads, 0, s>>>(a.anchors, a.keep, G.B * G.N, G.S, a.d.key_tile, a.tiles);
   check_launch("dflash_attention_forward: tiles visited");
   if (G.B * G.N * G.nkv == 0) return;
-  if (attention_version(a.version) == 2 && sm90::forward(a, stream)) return;
+  if (tries_sm90(a.version) && sm90::forward(a, stream)) return;
   const int64_t hdp = G.hd <= 64 ? 64 : (G.hd <= 128 ? 128 : 256);
   if (a.bf16) {
     if (hdp == 64) launch_forward<64, 1>(a, G, s);

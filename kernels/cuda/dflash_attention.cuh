@@ -9,11 +9,13 @@
 // distinct banks. Columns past hd and rows without a source are zero.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/test_seams.h"
+#include "kernels/heuristics.h"
 
 namespace dflash::kernels::cuda::attn {
 
@@ -60,26 +62,19 @@ inline int query_warps(int64_t rows_per_kv, int warp_rows) {
   return int(w < 1 ? 1 : (w > most ? most : w));
 }
 
-// The kernel version a launch runs: `requested` when non-zero, else DFLASH_ATTENTION from the
-// environment (read once per process, at the first launch): "v1" or "1" (the mma.sync kernels of
-// dflash_attention.cu / dflash_attention_backward.cu), "v2" or "2" (the wgmma kernels of
-// dflash_attention_*_sm90.cu; the default). Anything else is an error that names the choices.
-inline int attention_version(int requested) {
-  if (requested != 0) {
-    if (requested != 1 && requested != 2)
-      throw std::runtime_error("dflash attention: kernel version " + std::to_string(requested) +
-                               " does not exist; use 1 (mma.sync) or 2 (wgmma, sm_90)");
-    return requested;
-  }
-  static const int from_env = [] {
-    const char* e = std::getenv("DFLASH_ATTENTION");
-    const std::string v = e ? e : "";
-    if (v.empty() || v == "v2" || v == "2") return 2;
-    if (v == "v1" || v == "1") return 1;
-    throw std::runtime_error("DFLASH_ATTENTION=" + v +
-                             ": use v1 (mma.sync kernels) or v2 (wgmma kernels, the default)");
-  }();
-  return from_env;
+// Whether a call tries the sm_90a kernels first (they decline, launching nothing, where they do
+// not apply): `version` 2 asks for them, 1 for the portable mma.sync kernels, 0 leaves the choice
+// to kernels/heuristics.h (the sm_90a kernels wherever they apply; a test seam may force the
+// portable ones). Another version is an error that names the choices.
+inline bool tries_sm90(int version) {
+  if (version < 0 || version > 2)
+    throw std::runtime_error("dflash attention: kernel version " + std::to_string(version) +
+                             " does not exist; use 0 (the heuristics' choice), 1 (mma.sync) or 2 (wgmma, sm_90)");
+  return version == 2 || (version == 0 && !test_seams().attention.portable);
+}
+
+inline heuristics::AttentionShape attention_shape(const DflashAttentionDims& d) {
+  return {d.B, d.S, d.N, d.bs, d.nh, d.nkv, d.hd};
 }
 
 // Lets kernel use `bytes` of dynamic shared memory (set at every launch: the attribute is per device).
@@ -346,14 +341,10 @@ __device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int r
 
 // dflash_attention_*_sm90.cu (sm_90a): version 2 of the kernels, for bf16 q, k, v (and dout) with
 // hd <= 128 on a compute capability 9.0 device. Each returns false, launching nothing, where it
-// does not apply (the caller then runs version 1).
+// does not apply (the caller then runs version 1). Their modes and loads: kernels/heuristics.h.
 namespace dflash::kernels::cuda::sm90 {
 bool forward(const DflashAttentionForward& a, void* stream);
 bool backward(const DflashAttentionBackward& a, void* stream);
 // Bytes of scratch the fused backward needs for dims d with dq asked for (0 when it will not run).
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16);
-// dk/dv's producer loads its chunks by TMA for dims d (dflash_attention_tma_sm90.cu).
-bool dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16);
-// The query side's producer (forward, dq) loads its context-only key tiles by TMA for dims d.
-bool query_loads_by_tma(const DflashAttentionDims& d, bool bf16);
 }  // namespace dflash::kernels::cuda::sm90

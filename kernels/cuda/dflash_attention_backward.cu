@@ -2,9 +2,11 @@
 // deterministic without atomics: D = dO . O per query row; dq by one CTA per query block (like
 // the forward); dk and dv by one CTA per key tile, which visits the query blocks that see it in
 // ascending order. P is recomputed per tile from the saved lse. Gradients accumulate (+=). Kernel
-// version 1; version 2 (dflash_attention_*_sm90.cu) runs instead where it applies and is chosen.
+// version 1, the portable one; version 2 (dflash_attention_*_sm90.cu) runs instead where
+// kernels/heuristics.h chooses it.
 #include <cmath>
 
+#include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/dflash_attention.cuh"
 
 namespace dflash::kernels::cuda {
@@ -454,21 +456,22 @@ void launch_backward(const BackwardParams& p, unsigned dq_grid, int dq_threads, 
 int64_t dflash_attention_backward_scratch_bytes(const DflashAttentionDims& d, bool bf16, bool wants_dq,
                                                 int version) {
   const Geometry G = geometry(d);
-  if (!wants_dq || G.B * G.N * G.nkv == 0 || attention_version(version) != 2) return 0;
+  if (!wants_dq || G.B * G.N * G.nkv == 0 || !tries_sm90(version)) return 0;
   return sm90::backward_scratch_bytes(d, bf16);
 }
 
-bool dflash_attention_dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
-  return sm90::dkdv_loads_by_tma(d, bf16);
+heuristics::AttentionForward dflash_attention_forward_choice(const DflashAttentionDims& d, bool bf16) {
+  return heuristics::attention_forward(device_traits(), attention_shape(d), bf16, test_seams().attention);
 }
-bool dflash_attention_query_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
-  return sm90::query_loads_by_tma(d, bf16);
+heuristics::AttentionBackward dflash_attention_backward_choice(const DflashAttentionDims& d, bool bf16,
+                                                               bool wants_dq) {
+  return heuristics::attention_backward(device_traits(), attention_shape(d), bf16, wants_dq, test_seams().attention);
 }
 
 void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const Geometry G = geometry(a.d);
   if ((!a.dq && !a.dk && !a.dv) || G.B * G.N * G.nkv == 0) return;
-  if (attention_version(a.version) == 2 && sm90::backward(a, stream)) return;
+  if (tries_sm90(a.version) && sm90::backward(a, stream)) return;
   // Version 1 only adds: a fresh gradient is zero-filled first.
   if (a.dq && a.dq_fresh) fill(a.dq, a.dq_bf16, G.B * G.T * G.nh * G.hd, 0.0f, stream);
   if (a.dk && a.dk_fresh) fill(a.dk, a.dk_bf16, G.B * G.keys * G.nkv * G.hd, 0.0f, stream);

@@ -2,8 +2,6 @@
 // the fused backward's last pass and where it runs, and the launcher, sm90::backward, which also
 // runs the dk/dv kernels (dflash_attention_dkdv_sm90.cu). The design and what the kernels share:
 // dflash_attention_sm90.cuh; the fused backward: dflash_attention_fused_dq_sm90.cuh.
-#include <algorithm>
-
 #include "kernels/cuda/dflash_attention_fused_dq_sm90.cuh"
 #include "kernels/cuda/dflash_attention_sm90.cuh"
 
@@ -45,8 +43,8 @@ __global__ void delta_kernel(const bf16_t* out, const bf16_t* dout, float* delta
 
 // ---- Backward: dq ----
 
-// Q, dO [2 warpgroups], then kDqStages pairs of K and V tiles, of [64][HDP]; the ws mode's ring
-// barriers after them.
+// Q, dO [2 warpgroups], then kDqStages pairs of K and V tiles, of [64][HDP]; the ring's barriers
+// after them.
 constexpr int kDqStages = 4;
 template <int HDP>
 constexpr int dq_smem_bytes() {
@@ -59,17 +57,14 @@ constexpr int dq_smem_bytes() {
 // previous half, waits for S and dP only, computes P = exp2(S * scale * log2e - lse * log2e) and
 // dS = P (dP - D) while dS(u-1) K(u-1) runs, then waits for it and writes dS(u) into the A
 // fragments it read. Each half's two shapes (a product pending or not) are straight-line code.
-// Loads run two tiles ahead into kDqStages = 4 buffers, so the previous tile's K is still there
-// for its pending product; a pending product is finished before a tile the warpgroup skips (whose
-// barrier may reuse older buffers) and at the end. dq += scale * dq_acc, each element by one
-// thread.
-// WS (the ws mode, dflash_attention_sm90.cuh): a producer warpgroup stages the K/V tile pairs into the
-// ring; each half takes one turn (a skipped tile its two turns, issuing at most the pending
+// A producer warpgroup (dflash_attention_sm90.cuh, the warp-specialized query side) stages the K/V
+// tile pairs into a ring of kDqStages = 4, so the previous tile's K is still there for its pending
+// product; each half takes one turn (a skipped tile its two turns, issuing at most the pending
 // product); tiles before t are released once the pending product of tile t-1 is done (half 0 of
-// tile t, or a skipped tile t). The products and their order are the lockstep mode's.
-template <int HDP, bool WS>
-__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
-    dq_kernel(const Params p, const __grid_constant__ KvMaps maps) {
+// tile t, or a skipped tile t), and a pending product is finished at the end. dq += scale *
+// dq_acc, each element by one thread.
+template <int HDP>
+__global__ void __launch_bounds__(kWsThreads, 1) dq_kernel(const Params p, const __grid_constant__ KvMaps maps) {
   constexpr int KS = HDP / 16, NO = HDP / 2;
   constexpr uint32_t TB = tile_bytes(kRows, HDP);
   extern __shared__ unsigned char smem_raw[];
@@ -79,20 +74,12 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int gq = lane >> 2, tq = lane & 3, hd = int(G.hd);
   const QueryCta c = query_cta(p);
-  if constexpr (WS) {
-    if (tid == 0) init_ring(bars, kDqStages);
-    __syncthreads();
-    if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, c.ntiles, sK, sV, bars, tid - kThreads, maps);
-    QueryWsRegisters::consumer();
-  }
+  if (tid == 0) init_ring(bars, kDqStages);
+  __syncthreads();
+  if (tid >= kThreads) return produce_key_tiles<HDP, kDqStages>(p, c, c.ntiles, sK, sV, bars, tid - kThreads, maps);
+  QueryWsRegisters::consumer();
   const WgView w = wg_view(p, c, wg);
 
-  auto stage_kv = [&](int t) {
-    if (t < c.ntiles) {
-      const uint32_t at = uint32_t(t % kDqStages) * TB;
-      stage_key_tile<HDP>(sK + at, p.k, sV + at, p.v, c, t, tid, hd);
-    }
-  };
 #pragma unroll
   for (int h = 0; h < 2; ++h)
     stage_rows<HDP>(sQ + uint32_t(h) * TB, p.q, sO + uint32_t(h) * TB, p.dout, tid, hd, [&](int r) -> int64_t {
@@ -100,20 +87,10 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
       int64_t li;
       return R < p.NR ? query_offset(p, c.b, c.g, R, &li) : -1;
     });
-  if constexpr (WS) {
-    cp_commit();
-    cp_wait<0>();  // Q and dO
-    fence_async_shared();
-    consumers_sync();
-  } else {
-    stage_kv(0);
-    cp_commit();
-    stage_kv(1);
-    cp_commit();
-    cp_wait<1>();
-    fence_async_shared();
-    __syncthreads();
-  }
+  cp_commit();
+  cp_wait<0>();  // Q and dO
+  fence_async_shared();
+  consumers_sync();
 
   const int wrow = c.R0 + wg * kRows + warp * 16 + gq;
   const QueryRow rows[2] = {query_row_info(p, c, wrow), query_row_info(p, c, wrow + 8)};
@@ -171,37 +148,21 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
           s[x] = vis ? pr * (dp[x] - D[i]) : 0.0f;
         }
   };
-  // The ws mode's turns (two per tile; warpgroup 1 keeps its last one) and releases.
-  auto take_turn = [&] {
-    if constexpr (WS) turn_wait(wg);
-  };
+  // The turns (two per tile; warpgroup 1 keeps its last one) and releases.
+  auto take_turn = [&] { turn_wait(wg); };
   auto pass = [&](int t, int h) {
-    if constexpr (WS) {
-      if (wg == 0 || t + 1 < c.ntiles || h == 0) turn_pass(wg);
-    }
+    if (wg == 0 || t + 1 < c.ntiles || h == 0) turn_pass(wg);
   };
-  int released = 0;  // tiles 0 .. released-1 are released (ws)
+  int released = 0;  // tiles 0 .. released-1 are released
   auto release_before = [&](int t) {
-    if constexpr (WS) {
-      for (; released < t; ++released) release_tile<kDqStages>(bars, released);
-    }
+    for (; released < t; ++released) release_tile<kDqStages>(bars, released);
   };
-  if constexpr (WS) {
-    if (wg == 1) turn_pass(wg);
-  }
+  if (wg == 1) turn_pass(wg);
   for (int t = 0; t < c.ntiles; ++t) {
-    if constexpr (WS) {
-      wait_tile<kDqStages>(bars, t);
-    } else {
-      cp_wait<1>();  // tile t landed (this thread's copies)
-      fence_async_shared();
-      __syncthreads();  // everyone's copies landed; every warpgroup is done with tile t-2
-      stage_kv(t + 2);  // into tile t-2's buffer
-      cp_commit();
-    }
+    wait_tile<kDqStages>(bars, t);
     if (!tile_active(w, t)) {
       take_turn();
-      if (pending) {  // its K tile may be refilled two barriers on
+      if (pending) {  // its K tile may be refilled once released
         issue_dq();
         pass(t, 0);
         wg_wait<0>();
@@ -313,69 +274,38 @@ Params backward_params(const DflashAttentionBackward& a) {
 
 }  // namespace
 
-bool fused_dq_applies(const Params& p) {
-  const char* force = std::getenv("DFLASH_ATTENTION_DQ");
-  const std::string mode = force ? force : "";
-  if (!mode.empty() && mode != "fused" && mode != "separate")
-    throw std::runtime_error("DFLASH_ATTENTION_DQ=" + mode + ": use fused or separate");
-  const Geometry& G = p.G;
-  if (mode == "separate" || G.hd <= 64 || G.hd > 128 || G.bs <= 0 || kCtaRows % G.bs != 0 ||
-      !dkdv_runs_ws(G))
-    return false;
-  if (mode == "fused") return true;
-  // By default only where the draft CTAs' phase (they run first, for the order of the sums, beside
-  // no other work) is short against the context CTAs' work: at most 8 % of the longer of range 0's
-  // chunks (it sees nearly every block) and the context chunks per SM, anchors taken as uniform.
-  // The drafter at 4096:512 and longer: about 6 % and less (its backward measured 12-15 % faster,
-  // docs/BENCH.md, thirteenth session); short contexts with B > 1 stay separate (1024:128 with
-  // B = 4: 25 %; 1024:128 with dk/dv forced ws was measured 22 % slower fused).
-  const int64_t sms = std::max(1, device_info().sms);
-  const double range0 = double(G.N * p.rpk) / kRows;
-  const int64_t draft_ctas = G.B * G.nkv * ((G.T + kCtaRows - 1) / kCtaRows);
-  const double draft_phase = double((draft_ctas + sms - 1) / sms) * double(kCtaRows / G.bs * p.rpk) / kRows;
-  const double ctx_chunks = double(G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows)) * range0 / 2;
-  return draft_phase <= 0.08 * std::max(range0, ctx_chunks / double(sms));
-}
+// How long a fused dq turn may take before the kernel stops with an error: a step takes
+// milliseconds, so a turn this late means the turns' order broke (a hang otherwise).
+constexpr double kDqWaitSeconds = 30;
 
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16) {
-  if (!applies(bf16, d.hd)) return 0;
+  const heuristics::AttentionBackward choice = backward_choice(d, bf16, true);
+  if (!choice.sm90 || choice.dq != heuristics::Dq::fused) return 0;
   const Params p = base_params(nullptr, nullptr, nullptr, nullptr, nullptr, d);
-  if (!fused_dq_applies(p)) return 0;
   return fused_chunks(p) * (int64_t(2 * kDqHalfFloats) * 4 + 4);
 }
 
 bool backward(const DflashAttentionBackward& a, void* stream) {
-  if (!applies(a.bf16 && a.dout_bf16, a.d.hd)) return false;
+  const heuristics::AttentionBackward choice = backward_choice(a.d, a.bf16 && a.dout_bf16, a.dq != nullptr);
+  if (!choice.sm90) return false;
   Params p = backward_params(a);
   const Geometry& G = p.G;
-  // Fused where it applies and its scratch was given (asked for with backward_scratch_bytes).
-  const bool fused = p.dq != nullptr && a.scratch != nullptr && fused_dq_applies(p);
+  // Fused where the rules choose it and its scratch was given (asked for with backward_scratch_bytes).
+  const bool fused = p.dq != nullptr && a.scratch != nullptr && choice.dq == heuristics::Dq::fused;
   cudaStream_t s = as_stream(stream);
   const int64_t rows = G.B * G.T * G.nh;
   delta_kernel<<<blocks_for((rows + 1) / 2, kDeltaThreads / 32), kDeltaThreads, 0, s>>>(
       static_cast<const bf16_t*>(a.out), p.dout, a.delta, rows, G.T, G.nh, int(G.hd));
   check_launch("dflash_attention_backward (sm90): delta");
   if (fused) {
-    // DFLASH_ATTENTION_DQ_WAIT_S: how long a turn may take before the kernel stops with an error
-    // (default 30 s; a step takes milliseconds). DFLASH_ATTENTION_DQ_TEST_STALL=1: a test hook that
-    // makes every turn wait for one that never comes.
-    const char* wait = std::getenv("DFLASH_ATTENTION_DQ_WAIT_S");
-    double wait_s = 30.0;
-    if (wait != nullptr) {
-      char* end = nullptr;
-      wait_s = std::strtod(wait, &end);
-      if (end == wait || *end != '\0' || !(wait_s > 0.0) || wait_s > 3600.0)
-        throw std::runtime_error(std::string("DFLASH_ATTENTION_DQ_WAIT_S=") + wait +
-                                 ": use a number of seconds in (0, 3600] (default 30)");
-    }
-    p.dq_wait_ns = uint64_t(wait_s * 1e9);
-    const char* stall = std::getenv("DFLASH_ATTENTION_DQ_TEST_STALL");
-    p.dq_turn_skew = stall != nullptr && std::string(stall) == "1" ? 1 : 0;
+    const TestSeams& seams = test_seams();  // a test's shorter wait, and its stall
+    p.dq_wait_ns = uint64_t((seams.dq_wait_s > 0 ? seams.dq_wait_s : kDqWaitSeconds) * 1e9);
+    p.dq_turn_skew = seams.dq_stall ? 1 : 0;
     p.dq_acc = static_cast<float*>(a.scratch);
     p.dq_sem = reinterpret_cast<int*>(p.dq_acc + fused_chunks(p) * (2 * kDqHalfFloats));
     if (cudaMemsetAsync(p.dq_sem, 0, size_t(fused_chunks(p)) * sizeof(int), s) != cudaSuccess)
       check_launch("dflash_attention_backward (sm90): zeroing the fused dq's counters");
-    launch_dkdv(p, s, true);
+    launch_dkdv(p, s, choice, true);
     dq_finish_kernel<<<unsigned(fused_chunks(p) * 2), 128, 0, s>>>(p);
     check_launch("dflash_attention_backward (sm90): fused dq, last pass");
     return true;
@@ -383,18 +313,13 @@ bool backward(const DflashAttentionBackward& a, void* stream) {
   if (p.dq != nullptr) {
     const unsigned grid = unsigned(G.B * G.nkv * p.nct);
     const char* what = "dflash_attention_backward (sm90): dq";
-    auto run = [&](auto ws) {
-      constexpr bool WS = decltype(ws)::value;
-      const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
-      KvMaps maps{};  // unused by the lockstep mode and where every tile is staged by the threads
-      p.kv_tma = WS && kv_tma_maps(p, kRows, &maps);
-      if (G.hd <= 64) launch(dq_kernel<64, WS>, grid, dq_smem_bytes<64>(), s, p, what, threads, regs, maps);
-      else launch(dq_kernel<128, WS>, grid, dq_smem_bytes<128>(), s, p, what, threads, regs, maps);
-    };
-    if (query_side_ws(true)) run(std::true_type{});
-    else run(std::false_type{});
+    const int regs = QueryWsRegisters::kTotal;
+    KvMaps maps{};  // unused where every tile is staged by the producer's threads
+    p.kv_tma = choice.tma_key_tiles && kv_tma_maps(p, kRows, &maps);
+    if (G.hd <= 64) launch(dq_kernel<64>, grid, dq_smem_bytes<64>(), s, p, what, kWsThreads, regs, maps);
+    else launch(dq_kernel<128>, grid, dq_smem_bytes<128>(), s, p, what, kWsThreads, regs, maps);
   }
-  if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s, false);
+  if (p.dk != nullptr || p.dv != nullptr) launch_dkdv(p, s, choice, false);
   return true;
 }
 

@@ -1,5 +1,5 @@
-// DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its shared,
-// decoupled, split, ws and fused modes, and launch_dkdv, which sm90::backward
+// DFlash attention dk/dv on Hopper tensor cores (wgmma, sm_90a only): the kernel in its ws, split
+// and fused modes, and launch_dkdv, which sm90::backward
 // (dflash_attention_backward_sm90.cu) calls. The design and what the kernels share:
 // dflash_attention_sm90.cuh; the fused mode's dq: dflash_attention_fused_dq_sm90.cuh.
 #include <type_traits>
@@ -12,36 +12,30 @@ namespace {
 
 // ---- Backward: dk, dv ----
 
-// Three modes. Shared: a CTA owns 128 keys, 64 per warpgroup, and both warpgroups use each chunk
-// of 64 query rows, staged once (one pipeline, kStages deep), meeting at a CTA barrier every chunk.
-// Decoupled: as shared, but a chunk's arrival and release are mbarriers (full: every thread's
-// copies landed; empty: every thread is done with it), the pipeline is 4 deep and a thread refills
-// the buffer of chunk i-1 after computing chunk i, so either warpgroup may run up to a chunk ahead
-// of the other instead of both waiting at every chunk (one's softmax can run beside the other's
-// wgmmas). Split (for grids too small to fill the GPU, where the keys seen by every block
-// dominate): a CTA owns 64 keys, shared by both warpgroups, and warpgroup w takes chunks w, w+2,
-// ... through its own pipeline (2 stages, its own barrier); at the end the two partial sums are
-// added in a fixed order (warpgroup 0's, then warpgroup 1's) through shared memory. All three
-// compute each product in the same order, so they give the same bits but for split's final sum.
-// Ws: decoupled's consumers and ring, but the chunks (Q, dO and the rows' lse, D, anchor and keep)
-// are staged by a producer warpgroup (dflash_attention_sm90.cuh, "The warp-specialized query
-// side"; no turns here), so the two consumer warpgroups only compute; decoupled's bits.
-// Fused: ws's products for dk and dv, over 64-row-aligned chunks walked last to first (other sums,
-// so other bits than ws), and dq besides, summed in a fixed order across CTAs
+// Three modes, chosen by kernels/heuristics.h. Ws: a CTA owns 128 keys, 64 per warpgroup, and
+// both consumer warpgroups use each chunk of 64 query rows (Q, dO and the rows' lse, D, anchor and
+// keep), staged once by a producer warpgroup (dflash_attention_sm90.cuh, "The warp-specialized
+// query side"; no turns here) into a ring 4 deep; a chunk's arrival and release are mbarriers
+// (full: its copies landed; empty: every consumer thread is done with it), so either warpgroup may
+// run up to a chunk ahead of the other. Split (for grids too small to fill the GPU, where the keys
+// seen by every block dominate): a CTA owns 64 keys, shared by both warpgroups, and warpgroup w
+// takes chunks w, w+2, ... through its own cp.async pipeline (2 stages, its own barrier); at the end
+// the two partial sums are added in a fixed order (warpgroup 0's, then warpgroup 1's) through
+// shared memory. Both compute each product in the same order, so they give the same bits but for
+// split's final sum. Fused: ws's products for dk and dv, over 64-row-aligned chunks walked last to
+// first (other sums, so other bits than ws), and dq besides, summed in a fixed order across CTAs
 // (dflash_attention_fused_dq_sm90.cuh); the producer's last warp writes dq, its other three stage.
-enum class Dkdv { shared, decoupled, split, ws, fused };
+enum class Dkdv { split, ws, fused };
 template <Dkdv MODE>
 struct DkdvMode {
   static constexpr bool kSplit = MODE == Dkdv::split, kFused = MODE == Dkdv::fused;
   static constexpr bool kWs = MODE == Dkdv::ws || kFused;  // a producer warpgroup stages the chunks
-  static constexpr bool kDecoupled = MODE == Dkdv::decoupled;  // consumer threads stage through a ring
-  static constexpr bool kRing = kDecoupled || kWs;               // chunks behind full/empty mbarriers
   static constexpr int kCtaThreads = kWs ? kWsThreads : kThreads;
   static constexpr int kKeys = kSplit ? kRows : kCtaRows;  // keys per CTA
   static constexpr int kKeyTiles = kKeys / kRows;
   static constexpr int kPipes = kSplit ? 2 : 1;  // chunk pipelines
   static constexpr int kPipeThreads = kThreads / kPipes;
-  static constexpr int kDepth = kSplit ? 2 : kFused ? 3 : kRing ? 4 : kStages;  // stages per pipeline
+  static constexpr int kDepth = kSplit ? 2 : kFused ? 3 : 4;  // stages per pipeline
   static constexpr int kAhead = kDepth - 1;  // chunks staged ahead of the one computed
 };
 
@@ -72,7 +66,7 @@ template <int HDP, Dkdv MODE>
 __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
     dkdv_kernel(const Params p, const __grid_constant__ DkdvMaps maps) {
   using M = DkdvMode<MODE>;
-  constexpr bool SPLIT = M::kSplit, DEC = M::kDecoupled, WS = M::kWs, FUSED = M::kFused;
+  constexpr bool SPLIT = M::kSplit, WS = M::kWs, FUSED = M::kFused;
   static_assert(M::kAhead >= 1 && M::kAhead < M::kDepth, "chunks are staged ahead within the pipeline's stages");
   static_assert(!FUSED || HDP == 128, "the fused dq splits a head dim of 128 between the warpgroups");
   constexpr int NO = HDP / 2, KS = HDP / 16;
@@ -112,9 +106,9 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
                  dq_full = ds_empty + 8u, dq_empty = dq_full + 8u;
   if (tid == 0) {
     s_first = N, s_last = -1;
-    if constexpr (M::kRing)
+    if constexpr (WS)
       for (int i = 0; i < M::kDepth; ++i)
-        mbar_init(full0 + 8u * i, WS ? (p.dkdv_tma ? 32 : kStagers<MODE>) : kThreads),
+        mbar_init(full0 + 8u * i, p.dkdv_tma ? 32 : kStagers<MODE>),
             mbar_init(empty0 + 8u * i, kThreads);
     if constexpr (FUSED) mbar_init(ds_empty, kThreads), mbar_init(dq_full, kThreads), mbar_init(dq_empty, 32);
   }
@@ -254,13 +248,7 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
     cp_wait<0>();  // K and V
     fence_async_shared();
     consumers_sync();
-  } else if constexpr (DEC) {
-    cp_commit();  // K and V; each chunk's copies are tracked by its full barrier instead
-#pragma unroll
-    for (int i = 0; i < M::kAhead; ++i)
-      if (i < nloc) stage_chunk(i), mbar_arrive_on_copies(full0 + 8u * i);
-    cp_wait<0>();  // K and V (the chunks' copies are in no group)
-  } else {
+  } else {  // split: each warpgroup's pipeline
     stage_chunk(0);
     cp_commit();  // with K and V
 #pragma unroll
@@ -286,14 +274,13 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
   int computed = 0;                     // fused: chunks computed so far (dS^T tile uses)
   for (int i = 0; i < nloc; ++i) {
     const int stg = i % M::kDepth, ch = chunk_of(i);
-    if constexpr (M::kRing) {
+    if constexpr (WS) {
       mbar_wait(full0 + 8u * stg, uint32_t(i / M::kDepth) & 1u);  // everyone's copies of chunk i landed
       fence_async_shared();
     } else {
-      cp_wait<M::kAhead - 1>();  // chunk i landed (this thread's copies)
+      cp_wait<M::kAhead - 1>();  // split: chunk i landed (this thread's copies)
       fence_async_shared();
-      if (SPLIT) wg_barrier(wg);  // the pipeline's copies landed; it is done with chunk i-1
-      else __syncthreads();
+      wg_barrier(wg);  // the pipeline's copies landed; it is done with chunk i-1
       stage_chunk(i + M::kAhead);
       cp_commit();
     }
@@ -394,7 +381,7 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
         issue_dq(dqp, sDS, sK, wg);
         wg_commit();
       }
-      wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier (decoupled: the empty one)
+      wg_wait<0>();  // chunk i's buffers may be refilled after the next barrier (ws: the empty one)
       pin(dv);
       pin(dk);
       if constexpr (FUSED) {
@@ -406,16 +393,6 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
     if constexpr (WS) {
       mbar_arrive(empty0 + 8u * stg);  // done with chunk i (its products waited for)
       if constexpr (FUSED) hand_dq(sDQ, dqp, act, i, wg, tid & 127, &s_part, dq_full, dq_empty);
-    } else if constexpr (DEC) {
-      // Done with chunk i; chunk i + kAhead goes to the buffer of chunk i - 1 once both warpgroups
-      // are done with that one (so neither waits for the other's chunk i).
-      mbar_arrive(empty0 + 8u * stg);
-      const int next = i + M::kAhead;
-      if (next < nloc) {
-        if (i >= 1) mbar_wait(empty0 + 8u * uint32_t((i - 1) % M::kDepth), uint32_t((i - 1) / M::kDepth) & 1u);
-        stage_chunk(next);
-        mbar_arrive_on_copies(full0 + 8u * uint32_t(next % M::kDepth));
-      }
     }
   }
   if constexpr (SPLIT) {
@@ -452,42 +429,12 @@ __global__ void __launch_bounds__(DkdvMode<MODE>::kCtaThreads, 1)
 
 }  // namespace
 
-namespace {
-
-// The dk/dv mode for p: DFLASH_ATTENTION_DKDV=split|shared|decoupled|ws (read at every launch; a
-// tuning knob; anything else is an error naming the choices), else by size. The shared mode (128
-// keys per CTA, chunks staged once for both warpgroups) moves fewer bytes per product; the split
-// mode (64 keys per CTA, the chunks dealt to the two warpgroups) halves the longest CTA. Split
-// where the shared mode's context CTAs, of which the first sees nearly every block, would not fill
-// the GPU one and a half times (e.g. 1024:128 and 2048:256 with 8 kv heads on 132 SMs, not
-// 4096:512). Otherwise ws: decoupled's consumers (shared's work and bits without its barrier per
-// chunk), the chunks staged by a producer warpgroup; on the H200 4.5 % faster than decoupled at
-// 4096:512 and 1.8 % at 65536:512, decoupled 3-4 % faster than shared (docs/BENCH.md, sixth and
-// twelfth sessions).
-Dkdv dkdv_mode(const Geometry& G) {
-  const int64_t shared_ctx = G.B * G.nkv * ((G.S + kCtaRows - 1) / kCtaRows);
-  const char* force = std::getenv("DFLASH_ATTENTION_DKDV");
-  const std::string mode = force ? force : "";
-  if (mode == "split") return Dkdv::split;
-  if (mode == "shared") return Dkdv::shared;
-  if (mode == "decoupled") return Dkdv::decoupled;
-  if (mode == "ws") return Dkdv::ws;
-  if (!mode.empty())
-    throw std::runtime_error("DFLASH_ATTENTION_DKDV=" + mode + ": use split, shared, decoupled or ws");
-  return 2 * shared_ctx < 3 * int64_t(device_info().sms) ? Dkdv::split : Dkdv::ws;
-}
-
-}  // namespace
-
-bool dkdv_runs_ws(const Geometry& G) { return dkdv_mode(G) == Dkdv::ws; }
-
-void launch_dkdv(Params p, cudaStream_t s, bool fused) {
+void launch_dkdv(Params p, cudaStream_t s, const heuristics::AttentionBackward& c, bool fused) {
   const Geometry& G = p.G;
-  const Dkdv mode = dkdv_mode(G);
-  const bool split = mode == Dkdv::split;
-  DkdvMaps maps{};  // unused by the modes without a producer and where the chunks come by cp.async
-  p.dkdv_tma = (fused || mode == Dkdv::ws) && dkdv_tma_maps(p, &maps);
-  const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::shared>::kKeys;
+  const bool split = c.dkdv == heuristics::Dkdv::split;
+  DkdvMaps maps{};  // unused by the split mode and where the chunks come by cp.async
+  p.dkdv_tma = c.tma_chunks && dkdv_tma_maps(p, &maps);
+  const int keys = split ? DkdvMode<Dkdv::split>::kKeys : DkdvMode<Dkdv::ws>::kKeys;
   p.nctx = int((G.S + keys - 1) / keys);
   p.ndraft = int((G.T + keys - 1) / keys);
   const unsigned grid = unsigned(G.B * G.nkv * (p.nctx + p.ndraft));
@@ -502,9 +449,7 @@ void launch_dkdv(Params p, cudaStream_t s, bool fused) {
   };
   if (fused) run(std::integral_constant<Dkdv, Dkdv::fused>{});
   else if (split) run(std::integral_constant<Dkdv, Dkdv::split>{});
-  else if (mode == Dkdv::ws) run(std::integral_constant<Dkdv, Dkdv::ws>{});
-  else if (mode == Dkdv::decoupled) run(std::integral_constant<Dkdv, Dkdv::decoupled>{});
-  else run(std::integral_constant<Dkdv, Dkdv::shared>{});
+  else run(std::integral_constant<Dkdv, Dkdv::ws>{});
 }
 
 }  // namespace dflash::kernels::cuda::sm90

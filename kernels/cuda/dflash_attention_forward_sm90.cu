@@ -7,19 +7,18 @@ namespace {
 
 // ---- Forward ----
 
-// Q [2 warpgroups] of [64][HDP], then the K tiles and the V tiles of [KT][HDP] (KT keys: 64, or
-// 128 in the ws mode's wide tiles), 1024-aligned; the ws mode's ring barriers after them. The wide
-// ring holds three tiles (230448 bytes at hd 128, within the 232448 a CTA may ask for): tile t-1's
-// P V runs while tile t is computed and tile t+1 lands.
-constexpr int kWsForwardStages = 4, kWideForwardStages = 3;
-template <bool WS, int KT>
-constexpr int forward_stages() { return !WS ? kStages : KT == kRows ? kWsForwardStages : kWideForwardStages; }
-template <int HDP, bool WS, int KT>
+// Q [2 warpgroups] of [64][HDP], then the K tiles and the V tiles of [KT][HDP] (KT = 128 keys,
+// heuristics::kSm90ForwardKeys), 1024-aligned; the ring's barriers after them. The ring holds three
+// tiles (230448 bytes at hd 128, within the 232448 a CTA may ask for): tile t-1's P V runs while
+// tile t is computed and tile t+1 lands.
+constexpr int kForwardKeys = heuristics::kSm90ForwardKeys, kForwardStages = 3;
+static_assert(kForwardKeys == 2 * kRows, "a forward key tile is two 64-row tiles");
+template <int HDP>
 constexpr int forward_smem_bytes() {
-  return 1024 + int(tile_bytes(kRows, HDP)) * 2 + int(tile_bytes(KT, HDP)) * 2 * forward_stages<WS, KT>() +
-         16 * forward_stages<WS, KT>();
+  return 1024 + int(tile_bytes(kRows, HDP)) * 2 + int(tile_bytes(kForwardKeys, HDP)) * 2 * kForwardStages +
+         16 * kForwardStages;
 }
-static_assert(forward_smem_bytes<128, true, 2 * kRows>() <= 232448, "the wide ring must fit a CTA's shared memory");
+static_assert(forward_smem_bytes<128>() <= 232448, "the ring must fit a CTA's shared memory");
 
 // Per warpgroup, FlashAttention-3's order, so that tensor cores and the online softmax overlap
 // inside one warpgroup: iteration t issues S(t) = Q K(t)^T, rescales O by the correction of tile
@@ -27,23 +26,17 @@ static_assert(forward_smem_bytes<128, true, 2 * kRows>() <= 232448, "the wide ri
 // is still on the tensor cores; then P V(t-1) is waited for and P(t) is written into the A
 // fragments it read. Each iteration ends with no wgmma in flight, and each of its three shapes
 // (tile t and/or tile t-1 active) is straight-line code, so ptxas sees every accumulator settled
-// before ordinary code reads or writes it and keeps the wgmmas pipelined. Loads run two tiles
-// ahead: the barrier that opens iteration t (t = 0 .. ntiles; the last one only finishes P V)
-// is followed by the copies of K(t+2) and V(t+1) into the buffers of K(t-1) and V(t-2), which
-// every warpgroup finished with in iteration t-1. Softmax in f32, log2 units, each row's max and
-// sum over its quad of lanes; a row that has seen no key yet keeps max -inf and contributes
-// nothing. Dropped blocks write output 0 and lse 0.
-// WS (the ws mode, dflash_attention_sm90.cuh): a producer warpgroup stages K(t) and V(t) into a ring of
-// kWsForwardStages; iteration t waits for tile t, issues in its turn and releases tile t-1 at its
-// end (its P V done). The products, their order and the softmax are the lockstep mode's.
-// KT = 128 (the ws mode's wide tiles, DFLASH_ATTENTION_FORWARD_KEYS): the same schedule over tiles
-// of 128 keys, so each wgmma is m64n128 (S) or runs 8 k-steps (P V) and the softmax rescales once
-// per 128 keys: other roundings than 64-key tiles (the max and sum run per tile), the same math.
-template <int HDP, bool WS, int KT = kRows>
-__global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
-    forward_kernel(const Params p, const __grid_constant__ KvMaps maps) {
-  static_assert(KT == kRows || (WS && KT == 2 * kRows), "128-key tiles run in the ws mode only");
-  constexpr int KS = HDP / 16, NO = HDP / 2, STAGES = forward_stages<WS, KT>(), NS = KT / 2, PK = KT / 16;
+// before ordinary code reads or writes it and keeps the wgmmas pipelined. A producer warpgroup
+// (dflash_attention_sm90.cuh, the warp-specialized query side) stages K(t) and V(t) into a ring of
+// kForwardStages; iteration t (t = 0 .. ntiles; the last one only finishes P V) waits for tile t,
+// issues in its turn and releases tile t-1 at its end (its P V done). Tiles of KT = 128 keys: each
+// wgmma is m64n128 (S) or runs 8 k-steps (P V), and the softmax rescales once per 128 keys.
+// Softmax in f32, log2 units, each row's max and sum over its quad of lanes; a row that has seen
+// no key yet keeps max -inf and contributes nothing. Dropped blocks write output 0 and lse 0.
+template <int HDP>
+__global__ void __launch_bounds__(kWsThreads, 1) forward_kernel(const Params p, const __grid_constant__ KvMaps maps) {
+  constexpr int KT = kForwardKeys, STAGES = kForwardStages;
+  constexpr int KS = HDP / 16, NO = HDP / 2, NS = KT / 2, PK = KT / 16;
   constexpr uint32_t TQ = tile_bytes(kRows, HDP), TB = tile_bytes(KT, HDP);
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u, sK = sQ + 2 * TQ, sV = sK + STAGES * TB,
@@ -52,21 +45,13 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
   const int tid = int(threadIdx.x), wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int tq = lane & 3, hd = int(G.hd);
   const QueryCta c = query_cta(p);
-  const int ntiles = KT == kRows ? c.ntiles : (c.L + KT - 1) / KT;
-  if constexpr (WS) {
-    if (tid == 0) init_ring(bars, STAGES);
-    __syncthreads();
-    if (tid >= kThreads) return produce_key_tiles<HDP, STAGES, KT>(p, c, ntiles, sK, sV, bars, tid - kThreads, maps);
-    QueryWsRegisters::consumer();
-  }
+  const int ntiles = (c.L + KT - 1) / KT;
+  if (tid == 0) init_ring(bars, STAGES);
+  __syncthreads();
+  if (tid >= kThreads) return produce_key_tiles<HDP, STAGES, KT>(p, c, ntiles, sK, sV, bars, tid - kThreads, maps);
+  QueryWsRegisters::consumer();
   const WgView w = wg_view(p, c, wg);
 
-  auto stage_k = [&](int t) {
-    if (t < c.ntiles) stage_key_tile<HDP>(sK + uint32_t(t % STAGES) * TB, p.k, 0, nullptr, c, t, tid, hd);
-  };
-  auto stage_v = [&](int t) {
-    if (t < c.ntiles) stage_key_tile<HDP>(sV + uint32_t(t % STAGES) * TB, p.v, 0, nullptr, c, t, tid, hd);
-  };
 #pragma unroll
   for (int h = 0; h < 2; ++h)
     stage_rows<HDP>(sQ + uint32_t(h) * TQ, p.q, 0, nullptr, tid, hd, [&](int r) -> int64_t {
@@ -74,21 +59,10 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
       int64_t li;
       return R < p.NR ? query_offset(p, c.b, c.g, R, &li) : -1;
     });
-  if constexpr (WS) {
-    cp_commit();
-    cp_wait<0>();  // Q
-    fence_async_shared();
-    consumers_sync();
-  } else {
-    stage_k(0);
-    cp_commit();
-    stage_k(1);
-    stage_v(0);
-    cp_commit();
-    cp_wait<1>();  // Q and K(0)
-    fence_async_shared();
-    __syncthreads();
-  }
+  cp_commit();
+  cp_wait<0>();  // Q
+  fence_async_shared();
+  consumers_sync();
 
   const int wrow = c.R0 + wg * kRows + warp * 16 + (lane >> 2);
   const QueryRow rows[2] = {query_row_info(p, c, wrow), query_row_info(p, c, wrow + 8)};
@@ -164,28 +138,15 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
     for (int kk = 0; kk < PK; ++kk) a_frag(pf[kk], s, kk);
   };
 
-  // The ws mode's turns: pass after issuing (warpgroup 1 keeps its last one, t = ntiles).
+  // The turns: pass after issuing (warpgroup 1 keeps its last one, t = ntiles).
   auto pass = [&](int t) {
-    if constexpr (WS) {
-      if (wg == 0 || t < ntiles) turn_pass(wg);
-    }
+    if (wg == 0 || t < ntiles) turn_pass(wg);
   };
-  if constexpr (WS) {
-    if (wg == 1) turn_pass(wg);
-  }
+  if (wg == 1) turn_pass(wg);
   bool prev = false;  // tile t-1 was active: P(t-1) V(t-1) is due
   for (int t = 0; t <= ntiles; ++t) {
-    if constexpr (WS) {
-      if (t < ntiles) wait_tile<STAGES>(bars, t);
-      turn_wait(wg);
-    } else {
-      cp_wait<1>();  // K(t), V(t-1) landed (this thread's copies)
-      fence_async_shared();
-      __syncthreads();  // everyone's copies landed; every warpgroup is done with K(t-1), V(t-2)
-      stage_k(t + 2);
-      stage_v(t + 1);
-      cp_commit();
-    }
+    if (t < ntiles) wait_tile<STAGES>(bars, t);
+    turn_wait(wg);
     const bool cur = t < ntiles && tile_active(w, t, KT);
     if (cur && prev) {
       issue_s(t);
@@ -214,9 +175,7 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
     } else {
       pass(t);
     }
-    if constexpr (WS) {
-      if (t >= 1) release_tile<STAGES>(bars, t - 1);  // K(t-1) and V(t-1) read (P V(t-1) waited for)
-    }
+    if (t >= 1) release_tile<STAGES>(bars, t - 1);  // K(t-1) and V(t-1) read (P V(t-1) waited for)
     prev = cur;
   }
 
@@ -241,53 +200,21 @@ __global__ void __launch_bounds__(WS ? kWsThreads : kThreads, 1)
 
 }  // namespace
 
-bool applies(bool bf16, int64_t hd) { return bf16 && hd <= 128 && device_info().sm90; }
-
 bool forward(const DflashAttentionForward& a, void* stream) {
-  if (!applies(a.bf16, a.d.hd)) return false;
+  const heuristics::AttentionForward choice = forward_choice(a.d, a.bf16);
+  if (!choice.sm90) return false;
   Params p = base_params(a.q, a.k, a.v, a.anchors, a.keep, a.d);
   p.out = static_cast<bf16_t*>(a.out);
   p.lse = a.lse;
   const unsigned grid = unsigned(p.G.B * p.G.nkv * p.nct);
   cudaStream_t s = as_stream(stream);
   const char* what = "dflash_attention_forward (sm90)";
-  auto run = [&](auto ws, auto keys) {
-    constexpr bool WS = decltype(ws)::value;
-    constexpr int KT = decltype(keys)::value;
-    const int threads = WS ? kWsThreads : kThreads, regs = WS ? QueryWsRegisters::kTotal : 0;
-    KvMaps maps{};  // unused by the lockstep mode and where every tile is staged by the threads
-    p.kv_tma = WS && kv_tma_maps(p, KT, &maps);
-    if (p.G.hd <= 64)
-      launch(forward_kernel<64, WS, KT>, grid, forward_smem_bytes<64, WS, KT>(), s, p, what, threads, regs, maps);
-    else
-      launch(forward_kernel<128, WS, KT>, grid, forward_smem_bytes<128, WS, KT>(), s, p, what, threads, regs, maps);
-  };
-  using Narrow = std::integral_constant<int, kRows>;
-  using Wide = std::integral_constant<int, 2 * kRows>;
-  if (!query_side_ws(true)) run(std::false_type{}, Narrow{});
-  else if (forward_key_tile(kForwardKeyTileDefault) == 2 * kRows) run(std::true_type{}, Wide{});
-  else run(std::true_type{}, Narrow{});
+  KvMaps maps{};  // unused where every tile is staged by the producer's threads
+  p.kv_tma = choice.tma_key_tiles && kv_tma_maps(p, kForwardKeys, &maps);
+  const int regs = QueryWsRegisters::kTotal;
+  if (p.G.hd <= 64) launch(forward_kernel<64>, grid, forward_smem_bytes<64>(), s, p, what, kWsThreads, regs, maps);
+  else launch(forward_kernel<128>, grid, forward_smem_bytes<128>(), s, p, what, kWsThreads, regs, maps);
   return true;
-}
-
-int forward_key_tile(int fallback) {
-  const char* e = std::getenv("DFLASH_ATTENTION_FORWARD_KEYS");
-  const std::string keys = e ? e : "";
-  if (keys.empty()) return fallback;
-  if (keys == "64") return kRows;
-  if (keys == "128") return 2 * kRows;
-  throw std::runtime_error("DFLASH_ATTENTION_FORWARD_KEYS=" + keys +
-                           ": use 64 or 128 (the keys per tile of the forward's ws mode)");
-}
-
-bool query_side_ws(bool fallback) {
-  const char* e = std::getenv("DFLASH_ATTENTION_QUERY");
-  const std::string mode = e ? e : "";
-  if (mode.empty()) return fallback;
-  if (mode == "ws") return true;
-  if (mode == "lockstep") return false;
-  throw std::runtime_error("DFLASH_ATTENTION_QUERY=" + mode +
-                           ": use lockstep (all threads load and compute) or ws (a producer warpgroup and ping-pong turns)");
 }
 
 }  // namespace dflash::kernels::cuda::sm90

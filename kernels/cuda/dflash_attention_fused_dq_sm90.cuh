@@ -84,8 +84,8 @@ static __device__ __noinline__ void wait_turn(const int* flag, int turn, uint64_
     if (t0 == 0) t0 = now;
     else if (now - t0 > wait_ns) {
       printf("dflash_attention_backward (sm90, fused dq): chunk %d of CTA %d waited %.1f s for turn %d (counter "
-             "at %d): a CTA it waits for is not running. Set DFLASH_ATTENTION_DQ=separate to give dq its own "
-             "kernel, and report this\n",
+             "at %d): a CTA it waits for is not running (the turns assume CTAs start in grid order); report "
+             "this with the shape\n",
              chunk, int(blockIdx.x), double(now - t0) * 1e-9, turn, *(volatile const int*)flag);
       __trap();
     }

@@ -2,31 +2,31 @@
 // (dflash_attention_forward_sm90.cu), dq (dflash_attention_backward_sm90.cu) and dk/dv
 // (dflash_attention_dkdv_sm90.cu) kernels share: constants, arguments, staging, the query-side
 // geometry and the launch helpers. dflash_attention.cu and dflash_attention_backward.cu run them
-// for bf16 tensors with head dim <= 128 when the kernel version is 2 (cuda_kernels.h). Same
-// semantics as the v1 kernels (kernels/cpu/attention.cpp, DFLASH.md "The attention mask") and the
-// same determinism: every output element is written by one thread of one CTA, each sum runs in a
-// fixed order, no float atomics (the fused backward's dq sums across CTAs take turns, so their
-// order is fixed too: dflash_attention_fused_dq_sm90.cuh).
+// for bf16 tensors with head dim <= 128 on a compute capability 9.0 device, as kernels/heuristics.h
+// chooses (which also picks their modes and loads). Same semantics as the v1 kernels
+// (kernels/cpu/attention.cpp; docs/MODEL.md, the attention mask) and the same determinism: every
+// output element is written by one thread of one CTA, each sum runs in a fixed order, no float
+// atomics (the fused backward's dq sums across CTAs take turns, so their order is fixed too:
+// dflash_attention_fused_dq_sm90.cuh).
 //
 // Rows. The query rows that kv head g serves are numbered R = a * rpk + rr (block a; rr = hq * bs
 // + slot as in the v1 kernels; rpk = group * bs, the drafter's 4 * 16 = 64).
 // Forward and dq: a CTA of two warpgroups takes 128 consecutive rows (the drafter's two blocks),
 // 64 per warpgroup (wgmma's M). Both warpgroups walk one virtual key sequence: context keys
 // 0 .. Amax-1 (Amax: the largest anchor among the CTA's kept blocks), then the draft keys of the
-// CTA's blocks, in tiles of 64 keys (128 in the forward's ws mode by default) staged once for
-// both. A row sees virtual key v when v is below its anchor or is one of its own block's draft
-// keys; a warpgroup skips tiles none of its rows sees. Sorted anchors (the data pipeline's) keep a
+// CTA's blocks, in tiles of 64 keys (128 in the forward) staged once for both by a producer
+// warpgroup. A row sees virtual key v when v is below its anchor or is one of its own block's
+// draft keys; a warpgroup skips tiles none of its rows sees. Sorted anchors (the data pipeline's) keep a
 // CTA's blocks close, so little is masked or skipped; unsorted anchors stay correct, only slower.
 // dk/dv: a CTA takes 128 keys, 64 per warpgroup (context keys, or draft keys), and walks the rows
 // of the blocks between the first and the last that see them, in chunks of 64 rows staged once
-// for both warpgroups; rows that do not see a key are masked (P = 0). The chunks' arrival and
-// release are mbarriers (the decoupled mode, the default), so a warpgroup may run up to a chunk
-// ahead of the other; the shared mode meets at a CTA barrier every chunk instead. For grids too
-// small to fill the GPU, a split mode: 64 keys per CTA, the chunks dealt to the two warpgroups,
-// their partial sums added in a fixed order at the end.
+// for both warpgroups by a producer warpgroup (the ws mode); rows that do not see a key are masked
+// (P = 0). The chunks' arrival and release are mbarriers, so a warpgroup may run up to a chunk
+// ahead of the other. For grids too small to fill the GPU, the split mode: 64 keys per CTA, the
+// chunks dealt to the two warpgroups, their partial sums added in a fixed order at the end.
 //
-// Operands sit in 128-byte-swizzled shared tiles (dflash_attention_sm90.h), filled by cp.async
-// (two or three stages deep); each thread waits for its own copies, fences them for the async
+// Operands sit in 128-byte-swizzled shared tiles (dflash_attention_sm90.h), filled by cp.async or
+// TMA (two to four stages deep); each thread waits for its own copies, fences them for the async
 // proxy (fence.proxy.async) and meets the others at a barrier before any warpgroup reads the tile.
 // A buffer is refilled only after a barrier that every reader reaches after waiting for its wgmma
 // reads of it. Q and dO of the query-side kernels are held as register A fragments; P and dS go
@@ -35,12 +35,11 @@
 // that ptxas keeps the wgmmas pipelined; ptxas -v reports no C751x serialization and no spills in
 // the main loops.
 #pragma once
-#include <atomic>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
+#include "kernels/cuda/device_traits.h"
 #include "kernels/cuda/dflash_attention.cuh"
 #include "kernels/cuda/dflash_attention_sm90.h"
 #include "kernels/cuda/dflash_attention_sm90_ptx.cuh"
@@ -57,7 +56,6 @@ using attn::Geometry;
 constexpr int kThreads = 256;              // two warpgroups
 constexpr int kRows = 64;                  // rows of every tile: a warpgroup's M, a key tile, a row chunk
 constexpr int kCtaRows = 2 * kRows;        // query rows (forward, dq) or keys (dk/dv) of a CTA
-constexpr int kStages = 3;                 // forward: K and V tiles; dq: K/V tile pairs; dk/dv: row chunks
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -84,9 +82,9 @@ struct Params {
   int* dq_sem;
   int nchunk;
   uint64_t dq_wait_ns;  // a turn not come after this long is an error (a trap), never a hang
-  int dq_turn_skew;     // test hook: every turn asked for is this much later (1: none ever comes)
+  int dq_turn_skew;     // every turn asked for is this much later (0; the test seam's stall: 1, none comes)
   bool dkdv_tma;        // dk/dv's producer loads each chunk by TMA (DkdvMaps), not by cp.async per row
-  bool kv_tma;          // forward and dq (ws): the producer loads context-only key tiles by TMA (KvMaps)
+  bool kv_tma;          // forward and dq: the producer loads context-only key tiles by TMA (KvMaps)
 };
 
 
@@ -173,37 +171,20 @@ __device__ __forceinline__ int64_t key_offset(const QueryCta& c, int v) {
   return c.kv_base + int64_t(v < c.Amax ? v : c.draft0 + (v - c.Amax)) * c.kv_stride;
 }
 
-// Key tile t (virtual keys 64t ..) of k into t0 and, when s1 is not null, of v into t1, as
-// stage_rows. A tile of context keys only (most of them) takes its rows at one stride from the
-// tile's first key, without key_offset's per-row choice: the same offsets.
-template <int HDP, int NT = kThreads>
-__device__ __forceinline__ void stage_key_tile(uint32_t t0, const bf16_t* s0, uint32_t t1, const bf16_t* s1,
-                                               const QueryCta& c, int t, int tix, int hd) {
-  const int v0 = t * kRows;
-  if (v0 + kRows <= c.Amax) {  // uniform over the CTA
-    const int64_t first = c.kv_base + int64_t(v0) * c.kv_stride;
-    stage_rows<HDP, NT>(t0, s0 + first, t1, s1 == nullptr ? nullptr : s1 + first, tix, hd,
-                        [&](int r) { return int64_t(r * c.kv_stride); });
-  } else {
-    stage_rows<HDP, NT>(t0, s0, t1, s1, tix, hd, [&](int r) { return key_offset(c, v0 + r); });
-  }
-}
-
-// ---- The warp-specialized query side (forward and dq in the ws mode) ----
+// ---- The warp-specialized query side (forward and dq) ----
 //
-// kWsThreads = the two consumer warpgroups (threads 0..255, which compute exactly as in the
-// lockstep mode, with 240 registers each) and a producer warpgroup (256..383, 24 registers each;
-// see WsRegisters) that stages every key tile (K and V) of the CTA's virtual sequence into a ring
-// of `stages` buffers: tile t waits for buffer t % stages to be released (empty[t % stages], one
-// arrival per consumer thread), then lands by cp.async and completes full[t % stages] (one arrival
-// per producer thread when its copies have landed). A consumer thread waits for full(t) before it
-// releases tile t, so no arrival can run ahead into a later phase of a barrier. The consumers take turns to issue their wgmmas (FlashAttention-3's
-// ping-pong): warpgroup wg waits at named barrier 4 + wg, issues, and passes the turn with an
+// kWsThreads = the two consumer warpgroups (threads 0..255, which compute, with 240 registers
+// each) and a producer warpgroup (256..383, 24 registers each; see WsRegisters) that stages every
+// key tile (K and V) of the CTA's virtual sequence into a ring of `stages` buffers: tile t waits
+// for buffer t % stages to be released (empty[t % stages], one arrival per consumer thread), then
+// lands by cp.async or TMA and completes full[t % stages] (one arrival per producer thread when its
+// copies have landed). A consumer thread waits for full(t) before it releases tile t, so no
+// arrival can run ahead into a later phase of a barrier. The consumers take turns to issue their
+// wgmmas (FlashAttention-3's ping-pong): warpgroup wg waits at named barrier 4 + wg, issues, and passes the turn with an
 // arrival at the other's barrier, so one warpgroup's softmax runs under the other's products.
 // Both warpgroups take the same number of turns; warpgroup 0 takes the first (warpgroup 1 passes
 // once before its loop) and warpgroup 1 does not pass its last one, so every named-barrier phase
-// completes. The turns and the buffers change when a product runs, never what it computes: the ws
-// mode gives the lockstep mode's bits.
+// completes. The turns and the buffers change when a product runs, never what it computes.
 constexpr int kWsThreads = kThreads + 128;
 constexpr int kProducerThreads = kWsThreads - kThreads;
 // Registers per thread of the producer and of the consumer warpgroups after setmaxnreg (every warp
@@ -235,7 +216,7 @@ __device__ __forceinline__ void init_ring(uint32_t bars, int stages) {
     mbar_init(bars + 8u * uint32_t(i), kProducerThreads), mbar_init(bars + 8u * uint32_t(stages + i), kThreads);
 }
 // The producer warpgroup's whole job (thread tix 0..127): K(t) into sK, V(t) into sV, t = 0 ..
-// ntiles-1, tiles of ROWS keys (the forward's wide mode: 128).
+// ntiles-1, tiles of ROWS keys (the forward's: 128; dq's: 64).
 // With p.kv_tma, a tile of context keys alone comes by TMA: thread 0 adds its bytes to the full
 // barrier's transactions, the others just arrive (the barrier counts kProducerThreads either way).
 template <int HDP, int STAGES, int ROWS = kRows>
@@ -256,8 +237,8 @@ __device__ __forceinline__ void produce_key_tiles(const Params& p, const QueryCt
       }
       continue;
     }
-    // stage_key_tile's rows and pieces, lean enough for 24 registers: the thread keeps one piece
-    // and walks the rows r0, r0 + kStep, ..., whose swizzled places are kStep * 128 bytes apart.
+    // stage_rows's pieces, lean enough for 24 registers: the thread keeps one piece and walks the
+    // rows r0, r0 + kStep, ..., whose swizzled places are kStep * 128 bytes apart.
     constexpr int kPieces = HDP / 8, kStep = kProducerThreads / kPieces;
     const int r0 = tix / kPieces, piece = tix % kPieces;
     const bool piece_ok = piece * 8 < int(p.G.hd);
@@ -286,15 +267,6 @@ template <int STAGES>
 __device__ __forceinline__ void release_tile(uint32_t bars, int t) {
   mbar_arrive(bars + 8u * uint32_t(STAGES + t % STAGES));
 }
-
-// The query-side kernels' mode: DFLASH_ATTENTION_QUERY=lockstep|ws (read at every launch, a tuning
-// knob; anything else is an error naming the choices); default `fallback` (ws: 11-12 % off the
-// forward at 4096:512 and 65536:512 on the H200, dq about 1 %; docs/BENCH.md, 2026-12-02).
-bool query_side_ws(bool fallback);
-// Keys per tile of the forward's ws mode: DFLASH_ATTENTION_FORWARD_KEYS=64|128 (read at every
-// launch, a tuning knob; anything else is an error naming the choices), default `fallback`.
-int forward_key_tile(int fallback);
-inline constexpr int kForwardKeyTileDefault = 2 * kRows;
 
 // What the kept rows of one warpgroup see: context keys below ctx_max (all of them below ctx_min)
 // and draft keys in [dlo, dhi). any = false: no kept row (nothing to compute).
@@ -384,30 +356,18 @@ __device__ __forceinline__ void put_pair(void* p, bool bf16, bool fresh, int64_t
 
 // ---- Launch helpers (host) ----
 
-// sm_90a machine code runs on compute capability 9.0 only; the SM count sizes the dk/dv grid.
-// Both asked once per device.
-struct DeviceInfo {
-  bool sm90;
-  int sms;
-};
-inline DeviceInfo device_info() {
-  static std::atomic<int> known[64];  // 0: not asked yet, else 1 + 2 * sms + (sm90 ? 1 : 0)
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return {false, 0};
-  auto ask = [dev] {
-    int major = 0, minor = 0, sms = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 1;
-    return 1 + 2 * sms + (major == 9 && minor == 0 ? 1 : 0);
-  };
-  int v = dev >= 0 && dev < 64 ? known[dev].load(std::memory_order_relaxed) : 0;
-  if (v == 0) {
-    v = ask();
-    if (dev >= 0 && dev < 64) known[dev].store(v, std::memory_order_relaxed);
-  }
-  return {((v - 1) & 1) != 0, (v - 1) / 2};
+// The rules' view of the call: kernels/heuristics.h with the test seams' forcing, except the
+// portable kernels' (a call that reaches these launchers chose the sm_90a kernels).
+inline heuristics::AttentionForcing forcing() {
+  heuristics::AttentionForcing f = test_seams().attention;
+  f.portable = false;
+  return f;
+}
+inline heuristics::AttentionForward forward_choice(const DflashAttentionDims& d, bool bf16) {
+  return heuristics::attention_forward(device_traits(), attn::attention_shape(d), bf16, forcing());
+}
+inline heuristics::AttentionBackward backward_choice(const DflashAttentionDims& d, bool bf16, bool wants_dq) {
+  return heuristics::attention_backward(device_traits(), attn::attention_shape(d), bf16, wants_dq, forcing());
 }
 
 inline Params base_params(const void* q, const void* k, const void* v, const int32_t* anchors,
@@ -441,36 +401,20 @@ void launch(Kernel kernel, unsigned grid, int smem, cudaStream_t s, const Params
       throw std::runtime_error(std::string(what) + ": compiled with " + std::to_string(fa.numRegs) +
                                " registers per thread, but its warpgroups' setmaxnreg counts need " +
                                std::to_string(ws_registers) + " in all (" + std::to_string(kWsLaunchRegisters) +
-                               " per thread expected); it would hang. Set DFLASH_ATTENTION_QUERY=lockstep and "
-                               "DFLASH_ATTENTION_DKDV=decoupled, and report the CUDA version");
+                               " per thread expected); it would hang: report the CUDA version");
   }
   kernel<<<grid, threads, smem, s>>>(p, extra...);
   check_launch(what);
 }
 
-// bf16 operands, hd <= 128 and a compute capability 9.0 device (dflash_attention_forward_sm90.cu).
-bool applies(bool bf16, int64_t hd);
-// The dk/dv kernels (dflash_attention_dkdv_sm90.cu); sm90::backward calls it with its filled-in p,
-// fused (dk/dv's kernel also sums dq into p.dq_acc) only where fused_dq_applies.
-void launch_dkdv(Params p, cudaStream_t s, bool fused);
-// dk/dv runs its ws mode for G (DFLASH_ATTENTION_DKDV, else by size; dflash_attention_dkdv_sm90.cu).
-bool dkdv_runs_ws(const Geometry& G);
-// Whether the query side's producer (forward and dq in the ws mode, key tiles of `rows`) loads the
-// context-only key tiles of p by TMA, and if so fills maps (dflash_attention_tma_sm90.cu): hd 64 or
-// 128 and the tensors' addresses and strides suit TMA; DFLASH_ATTENTION_QUERY_LOADS=threads never
-// (read at every launch, a tuning knob; anything but tma or threads is an error naming the choices).
+// The dk/dv kernels (dflash_attention_dkdv_sm90.cu) in the mode c chooses; sm90::backward calls it
+// with its filled-in p, fused (dk/dv's kernel also sums dq into p.dq_acc) where c says so and the
+// scratch was given.
+void launch_dkdv(Params p, cudaStream_t s, const heuristics::AttentionBackward& c, bool fused);
+// Fills maps and returns true where k and v suit TMA for key tiles of `rows` (16-byte aligned; the
+// shape's rule is kernels/heuristics.h's), else false (dflash_attention_tma_sm90.cu).
 bool kv_tma_maps(const Params& p, int rows, KvMaps* maps);
-// Whether dk/dv's producer (ws and fused modes) loads the chunks of p by TMA, and if so fills maps
-// (dflash_attention_tma_sm90.cu): where a chunk is one block's rows (rows per block and kv head =
-// 64), hd is 64 or 128, bs is a multiple of 4 and the tensors' addresses and strides suit TMA;
-// DFLASH_ATTENTION_DKDV_LOADS=threads never (the per-row cp.async path; read at every launch, a
-// tuning knob; anything but tma or threads is an error naming the choices).
+// The same for dk/dv's chunks: q, dout, lse and delta 16-byte aligned.
 bool dkdv_tma_maps(const Params& p, DkdvMaps* maps);
-// The fused backward runs for p's geometry (when dq is asked for and its scratch is given): only
-// where dk/dv runs its ws mode, hd is in (64, 128] and bs divides 128 (so that a draft CTA's 128
-// keys are whole blocks); DFLASH_ATTENTION_DQ=fused there, =separate never (read at every launch;
-// anything else is an error naming the choices); by default where the grid suits it (long enough
-// contexts: the drafter at 4096:512 and longer). In dflash_attention_backward_sm90.cu.
-bool fused_dq_applies(const Params& p);
 
 }  // namespace dflash::kernels::cuda::sm90

@@ -1,8 +1,8 @@
-// Host side of the producers' TMA loads: where they apply, and the tensor maps (CUtensorMap),
-// encoded by the driver at launch: k and v for the query side's key tiles (forward, dq), q, dout,
-// lse and delta for dk/dv's chunks (dflash_attention_dkdv_sm90.cu).
+// Host side of the producers' TMA loads: the tensor maps (CUtensorMap), encoded by the driver at
+// launch where the shapes' rule (kernels/heuristics.h) and the tensors' alignment allow TMA: k and
+// v for the query side's key tiles (forward, dq), q, dout, lse and delta for dk/dv's chunks
+// (dflash_attention_dkdv_sm90.cu).
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -28,8 +28,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   });
   if (fn == nullptr)
     throw std::runtime_error(
-        "dflash attention (sm90): the driver has no cuTensorMapEncodeTiled (CUDA 12 or later); set "
-        "DFLASH_ATTENTION_DKDV_LOADS=threads and DFLASH_ATTENTION_QUERY_LOADS=threads");
+        "dflash attention (sm90): the driver has no cuTensorMapEncodeTiled; install a driver of CUDA 12 or "
+        "later");
   return fn;
 }
 
@@ -42,42 +42,16 @@ void encode(CUtensorMap* map, CUtensorMapDataType type, uint32_t rank, const voi
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error(std::string("dflash attention (sm90): cuTensorMapEncodeTiled refused the ") +
-                             what + " map (CUresult " + std::to_string(int(r)) +
-                             "); set DFLASH_ATTENTION_DKDV_LOADS=threads and DFLASH_ATTENTION_QUERY_LOADS=threads, "
-                             "and report the shape");
+                             what + " map (CUresult " + std::to_string(int(r)) + "); report the shape");
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// A producer's loads knob (`var` = tma or threads, unset: tma): false when it asks for threads.
-bool tma_allowed(const char* var) {
-  const char* force = std::getenv(var);
-  const std::string mode = force ? force : "";
-  if (!mode.empty() && mode != "tma" && mode != "threads")
-    throw std::runtime_error(std::string(var) + "=" + mode + ": use tma or threads");
-  return mode != "threads";
-}
-
-// The shape halves of the rules (with their knobs). hd 64 or 128 keeps every stride a multiple of
-// 16 bytes; bs % 4 keeps the lse box's inner 4 bs bytes (and so T * 4) one too. dk/dv: a chunk of 64
-// rows is one block's rows, group heads x bs slots.
-bool dkdv_tma_shape(const Geometry& G) {
-  return tma_allowed("DFLASH_ATTENTION_DKDV_LOADS") && G.group * G.bs == kRows && (G.hd == 64 || G.hd == 128) &&
-         G.bs % 4 == 0;
-}
-bool kv_tma_shape(const Geometry& G) {
-  return tma_allowed("DFLASH_ATTENTION_QUERY_LOADS") && (G.hd == 64 || G.hd == 128);
-}
-
 }  // namespace
-
-bool query_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
-  return applies(bf16, d.hd) && query_side_ws(true) && kv_tma_shape(attn::geometry(d));
-}
 
 bool kv_tma_maps(const Params& p, int rows, KvMaps* maps) {
   const Geometry& G = p.G;
-  if (!kv_tma_shape(G) || !aligned16(p.k) || !aligned16(p.v)) return false;
+  if (!aligned16(p.k) || !aligned16(p.v)) return false;
   // k, v: [hd][B*(S+T)][nkv], a box is one 64-column slab of a key tile.
   const cuuint64_t dims[3] = {cuuint64_t(G.hd), cuuint64_t(G.B * G.keys), cuuint64_t(G.nkv)};
   const cuuint64_t strides[2] = {cuuint64_t(G.nkv * G.hd * 2), cuuint64_t(G.hd * 2)};
@@ -87,15 +61,8 @@ bool kv_tma_maps(const Params& p, int rows, KvMaps* maps) {
   return true;
 }
 
-bool dkdv_loads_by_tma(const DflashAttentionDims& d, bool bf16) {
-  if (!applies(bf16, d.hd)) return false;
-  const Geometry G = attn::geometry(d);
-  return dkdv_runs_ws(G) && dkdv_tma_shape(G);
-}
-
 bool dkdv_tma_maps(const Params& p, DkdvMaps* maps) {
   const Geometry& G = p.G;
-  if (!dkdv_tma_shape(G)) return false;
   if (!aligned16(p.q) || !aligned16(p.dout) || !aligned16(p.lse_in) || !aligned16(p.delta)) return false;
   // q, dout: [hd][B*T][nh], a box is one 64-column slab of a chunk, rows hq * bs + slot.
   const cuuint64_t qdims[3] = {cuuint64_t(G.hd), cuuint64_t(G.B * G.T), cuuint64_t(G.nh)};

@@ -20,7 +20,7 @@ namespace dflash::kernels::cuda::sm90 {
 struct DkdvMaps {  // 64-byte aligned, as CUtensorMap is
   CUtensorMap q, dout, lse, delta;
 };
-// The query side's producer (forward and dq in the ws mode): k and v as tensors of [hd][B*(S+T)
+// The query side's producer (forward and dq): k and v as tensors of [hd][B*(S+T)
 // keys][nkv heads] in boxes of {64, rows of a key tile, 1} (one 64-column slab of a tile). Only tiles
 // of context keys alone (the virtual sequence's keys v0 .. v0 + rows - 1 are keys v0 ..) come by
 // TMA; the tile that reaches the draft keys and the zero rows past the sequence are staged by the

@@ -4,7 +4,6 @@
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,18 +52,6 @@ cublasComputeType_t compute_type(const GemmArgs& g) {
 }
 }  // namespace
 
-int gemm_sm_count_target() {
-  const char* v = std::getenv("DFLASH_GEMM_SM_COUNT_TARGET");
-  if (!v || !*v) return 0;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end || n < 0 || n > 1024)
-    throw std::runtime_error(std::string("DFLASH_GEMM_SM_COUNT_TARGET=") + v +
-                             ": give the number of SMs cuBLAS plans its GEMMs for, 1 to the device's SM count "
-                             "(0 or unset: all of them)");
-  return int(n);
-}
-
 cublasLtHandle_t lt_handle() {
   // One per thread and device: a handle belongs to the device current when it was made.
   thread_local struct Handles {
@@ -95,9 +82,6 @@ LtGemm::LtGemm(const GemmArgs& g) {
                                       uint64_t(g.trans_a ? g.K : g.M), g.lda),
            "layout of A", g);
   lt_check(cublasLtMatrixLayoutCreate(&c, c_type(g), uint64_t(g.N), uint64_t(g.M), g.ldc), "layout of C", g);
-  if (const int32_t sms = gemm_sm_count_target())
-    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms),
-             "SM_COUNT_TARGET (DFLASH_GEMM_SM_COUNT_TARGET)", g);
 }
 
 LtGemm::~LtGemm() {
@@ -186,7 +170,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristics(const GemmArgs& g, co
 
 // cuBLAS's split-K kernels write partial sums into the workspace and reduce them from it; initcheck
 // sees the reduction's reads but not those stores (the linear_cross_entropy, swiglu and rmsnorm GPU
-// cases: 8896 reads reported in cublasLt::splitKreduce_kernel, 2026-12-03). cuBLAS writes its
+// cases: 8896 reads reported in cublasLt::splitKreduce_kernel). cuBLAS writes its
 // workspace before it reads it, so the buffer is marked initialized once, when the handle gets it.
 void mark_gemm_workspace_initialized(void* workspace, size_t bytes, void* stream) {
   if (workspace && bytes) mark_initialized(workspace, bytes, static_cast<cudaStream_t>(stream));
@@ -219,8 +203,6 @@ void gemm(const GemmArgs& g, void* handle, void* stream) {
   if (cublasGetStream(h, &bound) != CUBLAS_STATUS_SUCCESS || bound != static_cast<cudaStream_t>(stream))
     throw std::runtime_error("gemm: the cuBLAS handle is bound to another stream; launch on the stream of the "
                              "context that owns the handle");
-  if (cublasSetSmCountTarget(h, gemm_sm_count_target()) != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error("gemm: cublasSetSmCountTarget failed (DFLASH_GEMM_SM_COUNT_TARGET beyond the device's SMs?)");
   // Column-major view: C^T [N,M] = op(B)^T [N,K] * op(A)^T [K,M]. A row-major matrix with leading
   // dim ld is the column-major transpose with the same ld.
   cublasOperation_t opB = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

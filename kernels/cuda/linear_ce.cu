@@ -4,12 +4,13 @@
 // written over the logits) or dlogits (backward when the lm_head needs its gradient, followed by
 // the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order. In training the row
 // kernel reads the logits once where a cluster of up to 8 CTAs can hold a row in shared memory
-// (bf16, V a multiple of 8 C), else twice (one block a row). It stays bandwidth-bound only if a
+// (kernels/heuristics.h, ce_rows: bf16, V a multiple of 8 C, compute capability 9.0), else twice
+// (one block a row). It stays bandwidth-bound only if a
 // logit costs a few instructions: exp(x - m) is ex2.approx((x - m) * log2e), an FADD, an FMUL and
 // an MUFU (x - m as exact as in expf(x - m), so logits near 1e4 lose nothing; relative error about
 // 3e-7), and a pack's argmax is looked for only when the pack raises the running maximum.
 #include <cmath>
-#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -18,6 +19,8 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_traits.h"
+#include "kernels/cuda/test_seams.h"
 
 namespace dflash::kernels::cuda {
 
@@ -190,7 +193,6 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
 // Other sums than ce_rows_forward_kernel's (the thread-to-pack map differs), the same bits run to run.
 constexpr int kSliceThreads = 256;
 constexpr int kSliceWarps = kSliceThreads / 32;
-constexpr size_t kSliceBytesDefault = 40 * 1024;  // five CTAs an SM (228 KB shared memory, 48 registers)
 
 struct SlicePartial {
   SoftmaxState st;
@@ -269,19 +271,6 @@ __global__ void __launch_bounds__(kSliceThreads, 5)
   cluster_wait();  // no CTA leaves while another may still read its part
 }
 
-// The most bytes of a row a CTA keeps: DFLASH_CE_SLICE_BYTES (a test and tuning knob; 0: never;
-// default: five CTAs an SM), read at each launch.
-size_t slice_budget() {
-  const char* v = std::getenv("DFLASH_CE_SLICE_BYTES");
-  if (!v || !*v) return kSliceBytesDefault;
-  char* end = nullptr;
-  const unsigned long long b = std::strtoull(v, &end, 10);
-  if (*end || b > 200 * 1024)
-    throw std::runtime_error(std::string("DFLASH_CE_SLICE_BYTES=") + v +
-                             ": give the most bytes of a row a CTA keeps, 0 (never) to 204800 (unset: 40960)");
-  return size_t(b);
-}
-
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r]), each chunk's sum in double:
 // the CPU's formula, so the loss depends only on the chunk size.
 __global__ void ce_loss_kernel(const float* ce, const float* weights, int64_t R, int64_t chunk, float* loss) {
@@ -338,11 +327,10 @@ void* offset(void* p, int64_t elems, bool bf16) { return static_cast<char*>(p) +
 }  // namespace
 
 int ce_rows_cluster(const void* logits, const void* dlogits, bool bf16, int64_t V) {
-  if (!bf16 || !dlogits || V % 8 != 0 || !aligned16(logits) || !aligned16(dlogits)) return 0;
-  const size_t budget = slice_budget();
-  for (int C = 1; C <= 8; ++C)
-    if (V % (8 * C) == 0 && size_t(V / C) * sizeof(bf16_t) <= budget) return C;
-  return 0;
+  if (!aligned16(logits) || (dlogits && !aligned16(dlogits))) return 0;
+  const std::optional<size_t> budget = test_seams().ce_slice_bytes;  // a test's; else the rule's
+  return heuristics::ce_rows(device_traits(), V, bf16, dlogits != nullptr, budget.value_or(heuristics::kCeSliceBytes))
+      .cluster;
 }
 
 void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const float* weights, int64_t n, int64_t V,
@@ -371,8 +359,7 @@ void ce_rows_forward(const void* logits, bool bf16, const int32_t* labels, const
     if (e != cudaSuccess)
       throw std::runtime_error(std::string("ce_rows_forward: the cluster launch (") + std::to_string(C) +
                                " CTAs a row, " + std::to_string(smem) +
-                               " bytes each) failed: " + cudaGetErrorString(e) +
-                               "; DFLASH_CE_SLICE_BYTES=0 selects the kernel that reads the logits twice");
+                               " bytes each) failed: " + cudaGetErrorString(e) + "; report the device and V");
     check_launch("ce_rows_forward (row slices)");
     return;
   }

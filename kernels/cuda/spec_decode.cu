@@ -37,7 +37,7 @@ __global__ void accept_kernel(int32_t* state, const int32_t* block, const int32_
   while (a < bs - 1 && block[a + 1] == p[a]) ++a;
   result[0] = a;
   result[1] = p[a];
-  for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];
+  for (int64_t k = 0; k < bs; ++k) result[kHeader + k] = block[k];  // all bs slots: slot 0, then the drafts
   state[f::ctx_at] = state[f::start];
   state[f::ctx_count] = a + 1;
   state[f::start] += a + 1;

@@ -53,6 +53,14 @@ const char* device_name(int index) {
   return prop.name;
 }
 
+kernels::heuristics::Device device_traits(int index) {
+  kernels::heuristics::Device d;
+  check(cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, index), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, index), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, index), "cudaDeviceGetAttribute");
+  return d;
+}
+
 void* create_stream(int index, bool greatest_priority) {
   set_device(index);
   int least = 0, greatest = 0;

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <functional>
 
+#include "kernels/heuristics.h"
+
 namespace dflash::cuda_backend {
 
 int device_count();
@@ -11,6 +13,8 @@ void set_device(int index);
 size_t free_memory(int index);
 size_t total_memory(int index);
 const char* device_name(int index);
+// Compute capability and SM count of device `index`, as kernels/heuristics.h takes them.
+kernels::heuristics::Device device_traits(int index);
 
 // A non-blocking stream at the device's least priority, or its greatest (the overlapped gradient
 // reduction: its NCCL kernels take SMs ahead of the backward's kernels as those retire).

@@ -33,8 +33,8 @@ void cupti_track_graph_nodes();
 void cupti_start();
 CuptiReplayTimes cupti_stop(const ProfileLog& log, int64_t replays);
 
-// The kernel inventory (DFLASH_KERNEL_INVENTORY in the test binary, for gpu-check's sanitizer
-// coverage): from start to stop, the names of every kernel that runs, eager or in a graph, are
+// The kernel inventory (DFLASH_KERNEL_INVENTORY in the test binary, for the sanitizer
+// coverage of scripts/gpu-test.sh): from start to stop, the names of every kernel that runs, eager or in a graph, are
 // kept (demangled, each once) and nothing else. Not to be used while the profiler collects.
 void cupti_inventory_start();
 std::vector<std::string> cupti_inventory_stop();  // sorted

@@ -1,0 +1,35 @@
+// The current CUDA device as kernels/heuristics.h sees it: compute capability and SM count, asked
+// once per device and cached (a launch asks at every call). A device that cannot be asked reads as
+// 0.0 with no SMs, which chooses the portable kernels.
+#pragma once
+#include <atomic>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/heuristics.h"
+
+namespace dflash::kernels::cuda {
+
+inline heuristics::Device device_traits() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];  // 0: not asked yet, else 1 + (major * 16 + minor) * 4096 + sms
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return {};
+  auto ask = [dev] {
+    int major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0 || sms >= 4096)
+      return 1;
+    return 1 + (major * 16 + minor) * 4096 + sms;
+  };
+  int v = dev >= 0 && dev < kDevices ? known[dev].load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    v = ask();
+    if (dev >= 0 && dev < kDevices) known[dev].store(v, std::memory_order_relaxed);
+  }
+  const int cc = (v - 1) / 4096;
+  return {cc / 16, cc % 16, (v - 1) % 4096};
+}
+
+}  // namespace dflash::kernels::cuda

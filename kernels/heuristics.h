@@ -1,0 +1,178 @@
+// The kernels each op family runs, chosen in one place from the device's compute capability and
+// the shapes (as FlashAttention-3's hopper/heuristics.h): one function per family, a one-line
+// reason beside each rule. Plain C++ without CUDA: the launchers in kernels/cuda call these, and
+// the trainer prints what they choose in its startup table (train/kernel_choices.cpp). Nothing
+// here reads the environment; a choice a user makes is a config key (runtime.target_attention).
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dflash::kernels::heuristics {
+
+// The device a kernel runs on. 0.0 (no GPU, or the CPU backend) chooses the portable kernels.
+struct Device {
+  int major = 0, minor = 0;  // compute capability
+  int sms = 0;               // streaming multiprocessors
+  bool sm90() const { return major == 9 && minor == 0; }  // sm_90a machine code runs on 9.0 alone
+};
+
+// ---- The drafter's DFlash block-sparse attention (kernels/cuda/dflash_attention*.cu) ----
+
+struct AttentionShape {
+  int64_t B, S, N, bs, nh, nkv, hd;  // as DflashAttentionDims
+  int64_t group() const { return nkv > 0 ? nh / nkv : 0; }
+  int64_t rows_per_kv() const { return group() * bs; }  // query rows of one block and kv head
+};
+
+enum class Dkdv { split, ws };    // dk/dv: 64 keys a CTA, chunks dealt to 2 warpgroups; 128 keys, a producer warpgroup
+enum class Dq { separate, fused };  // dq: its own query-side kernel; summed inside dk/dv's kernel
+
+// What a test may force where the rules choose otherwise (kernels/cuda/test_seams.h holds the
+// process's; production code forces nothing). Forcing never reaches a variant whose shape
+// requirements do not hold: fused dq still needs ws's dk/dv, head_dim in (64, 128] and bs | 128.
+struct AttentionForcing {
+  bool portable = false;    // the mma.sync kernels wherever a call leaves the choice to the rules
+  std::optional<Dkdv> dkdv;
+  std::optional<Dq> dq;
+  bool no_tma = false;      // every producer stages its tiles by cp.async per row
+};
+
+struct AttentionForward {
+  bool sm90 = false;           // the wgmma kernels (dflash_attention_forward_sm90.cu); else the mma.sync ones
+  bool tma_key_tiles = false;  // sm90: context-only key tiles by TMA (the tensors must be 16-byte aligned too)
+  const char* why = "";        // the rule that chose the kernels
+};
+
+// The forward (and the sm90 backward's query side, which shares its tiles and loads).
+inline AttentionForward attention_forward(const Device& d, const AttentionShape& s, bool bf16,
+                                          const AttentionForcing& f = {}) {
+  AttentionForward c;
+  if (f.portable) c.why = "forced (a test)";
+  else if (!d.sm90()) c.why = "not compute capability 9.0: the wgmma kernels are sm_90a machine code";
+  else if (!bf16) c.why = "f32 tensors: the wgmma kernels take bf16 operands";
+  else if (s.hd > 128) c.why = "head_dim above 128: the wgmma kernels' tiles hold 128 columns";
+  else c.sm90 = true, c.why = "compute capability 9.0, bf16, head_dim <= 128";
+  // A TMA box is a 64-column swizzled slab: head_dim 64 or 128 fills whole slabs, so no column
+  // past head_dim is loaded and every stride is a multiple of 16 bytes.
+  c.tma_key_tiles = c.sm90 && !f.no_tma && (s.hd == 64 || s.hd == 128);
+  return c;
+}
+
+// The sm90 forward's keys per tile: one mode, 128 (each wgmma m64n128, one softmax rescale per 128
+// keys), which measured faster than 64 at the drafter's shapes on the H200 (docs/BENCH.md).
+inline constexpr int kSm90ForwardKeys = 128;
+
+struct AttentionBackward {
+  bool sm90 = false;
+  Dkdv dkdv = Dkdv::ws;
+  Dq dq = Dq::separate;
+  bool tma_chunks = false;     // dk/dv's producer loads each chunk of query rows by TMA
+  bool tma_key_tiles = false;  // dq's own kernel loads its context-only key tiles by TMA
+  const char* why = "";
+};
+
+// Whether the fused dq can run at all: dk/dv in the ws mode (its producer warpgroup's last warp
+// writes dq), head_dim in (64, 128] (the warpgroups split 128 columns) and bs dividing 128 (a draft
+// CTA's 128 keys are whole blocks, so the turns' order holds).
+inline bool fused_dq_fits(const AttentionShape& s, Dkdv dkdv) {
+  return dkdv == Dkdv::ws && s.hd > 64 && s.hd <= 128 && s.bs > 0 && 128 % s.bs == 0;
+}
+
+// wants_dq: dq is asked for (the fused mode sums it; without dq it never runs).
+inline AttentionBackward attention_backward(const Device& d, const AttentionShape& s, bool bf16, bool wants_dq,
+                                            const AttentionForcing& f = {}) {
+  AttentionBackward c;
+  const AttentionForward fw = attention_forward(d, s, bf16, f);
+  c.sm90 = fw.sm90;
+  c.why = fw.why;
+  if (!c.sm90) return c;
+  const int64_t sms = std::max(1, d.sms), cta_keys = 128, ctx_ctas = s.B * s.nkv * ((s.S + cta_keys - 1) / cta_keys);
+  // Split where 128-key context CTAs, the first of which sees nearly every block, would not fill
+  // the GPU one and a half times (1024:128 and 2048:256 with 8 kv heads on 132 SMs): 64 keys a CTA
+  // halve the longest CTA. Otherwise ws: a producer warpgroup stages the chunks.
+  c.dkdv = f.dkdv ? *f.dkdv : (2 * ctx_ctas < 3 * sms ? Dkdv::split : Dkdv::ws);
+  if (wants_dq && fused_dq_fits(s, c.dkdv)) {
+    // Fused only where the draft CTAs' phase (they run first, for the order of the sums) is short
+    // against the context CTAs' work: at most 8 % of the longer of range 0's chunks (it sees nearly
+    // every block) and the context chunks per SM, anchors taken as uniform. The drafter at 4096:512
+    // and longer: about 6 % and less, its backward 12-15 % faster (docs/BENCH.md); 1024:128 with
+    // B = 4: 25 %, separate.
+    const int64_t rpk = s.rows_per_kv(), T = s.N * s.bs;
+    const double range0 = double(s.N * rpk) / 64;
+    const int64_t draft_ctas = s.B * s.nkv * ((T + cta_keys - 1) / cta_keys);
+    const double draft_phase = double((draft_ctas + sms - 1) / sms) * double(cta_keys / s.bs * rpk) / 64;
+    const double ctx_chunks = double(ctx_ctas) * range0 / 2;
+    const bool fused = draft_phase <= 0.08 * std::max(range0, ctx_chunks / double(sms));
+    c.dq = f.dq ? *f.dq : (fused ? Dq::fused : Dq::separate);
+  }
+  // A chunk of 64 rows by TMA is one block's rows (group x bs = 64) in boxes of {64 columns, bs,
+  // group}: head_dim 64 or 128 fills whole slabs, bs % 4 keeps the lse box's 4 bs bytes a multiple
+  // of 16; only a producer warpgroup (ws, fused) issues TMA.
+  c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() == 64 && (s.hd == 64 || s.hd == 128) &&
+                 s.bs % 4 == 0;
+  c.tma_key_tiles = fw.tma_key_tiles;  // dq's own kernel stages key tiles as the forward does
+  return c;
+}
+
+// ---- The lm_head + cross-entropy's training rows (kernels/cuda/linear_ce.cu) ----
+
+// The most bytes of a row one CTA keeps in shared memory: five CTAs an SM (228 KB of shared
+// memory, 48 registers a thread), the occupancy that keeps the row kernel bandwidth-bound.
+inline constexpr size_t kCeSliceBytes = 40 * 1024;
+
+struct CeRows {
+  int cluster = 0;   // CTAs a row in the single-read kernel (each keeps V / cluster logits); 0: read twice
+  const char* why = "";
+};
+
+// writes_dlogits: training (the rows also write the unit-upstream dlogits). The launcher also
+// needs 16-byte aligned logits and dlogits.
+inline CeRows ce_rows(const Device& d, int64_t V, bool bf16, bool writes_dlogits,
+                      size_t slice_bytes = kCeSliceBytes) {
+  // Thread-block clusters (distributed shared memory) exist from compute capability 9.0 on.
+  if (d.major < 9) return {0, "thread-block clusters need compute capability 9.0"};
+  // Reading the logits once pays where they are written back (the dlogits of training).
+  if (!writes_dlogits) return {0, "no dlogits: the rows are read once anyway"};
+  // bf16 packs of 8: a row splits into whole 16-byte packs per CTA.
+  if (!bf16 || V % 8 != 0) return {0, "f32 logits or V not a multiple of 8"};
+  // The fewest CTAs whose slices fit the budget: fewer, larger clusters synchronise less.
+  for (int C = 1; C <= 8; ++C)
+    if (V % (8 * C) == 0 && size_t(V / C) * 2 <= slice_bytes) return {C, "the fewest CTAs whose slices fit"};
+  return {0, "no cluster of up to 8 CTAs holds a row in the slice budget"};
+}
+
+// ---- The frozen target's causal attention (runtime/target_attention.h) ----
+
+// asked: runtime.target_attention, "auto", "cudnn" or "own" (validated by the config). cuDNN's fused
+// flash attention where the build has it: faster than dflash's kernel on the H100 and H200 at the
+// target's shapes (docs/BENCH.md); a shape cuDNN cannot plan falls back to dflash's, with a note.
+inline bool target_attention_cudnn(const std::string& asked, bool cudnn_built) {
+  if (asked == "cudnn") return true;
+  if (asked == "own") return false;
+  return cudnn_built;
+}
+
+// ---- Lines of the startup table ----
+
+inline const char* name(Dkdv m) { return m == Dkdv::split ? "split" : "ws"; }
+inline const char* name(Dq m) { return m == Dq::separate ? "its own kernel" : "fused into dk/dv's"; }
+
+inline std::string describe(const AttentionForward& c) {
+  if (!c.sm90) return std::string("mma.sync kernels (") + c.why + ")";
+  return std::string("sm90 wgmma, ") + std::to_string(kSm90ForwardKeys) + "-key tiles, key tiles by " +
+         (c.tma_key_tiles ? "TMA" : "threads") + " (" + c.why + ")";
+}
+inline std::string describe(const AttentionBackward& c) {
+  if (!c.sm90) return std::string("mma.sync kernels (") + c.why + ")";
+  const char* loads = c.dkdv == Dkdv::split ? "" : c.tma_chunks ? " (chunks by TMA)" : " (chunks by threads)";
+  return std::string("dk/dv ") + name(c.dkdv) + loads + ", dq " + name(c.dq);
+}
+inline std::string describe(const CeRows& c) {
+  if (c.cluster == 0) return std::string("rows read twice, one CTA a row (") + c.why + ")";
+  return "rows read once, " + std::to_string(c.cluster) + " CTA(s) a row (" + c.why + ")";
+}
+
+}  // namespace dflash::kernels::heuristics

@@ -1,0 +1,154 @@
+// kernels/heuristics.h on the CPU (pure functions of the device and the shapes): which attention
+// kernels, dk/dv and dq modes and TMA loads each rule chooses on an H100 and elsewhere, what a
+// test's forcing may and may not reach, the lm_head + CE rows' cluster sizes, the target
+// attention's rule, and the startup table's lines. The kernels themselves: the gpu-* suites.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "kernels/heuristics.h"
+#include "train/kernel_choices.h"
+
+using namespace dflash;
+namespace heur = dflash::kernels::heuristics;
+
+namespace {
+const heur::Device kH100{9, 0, 132};
+const heur::Device kA100{8, 0, 108};
+// The Qwen3-8B drafter's attention (heads 32/8, head_dim 128, blocks of 16) at a bucket.
+heur::AttentionShape drafter(int64_t B, int64_t S, int64_t N, int64_t hd = 128, int64_t nh = 32, int64_t bs = 16) {
+  return {B, S, N, bs, nh, 8, hd};
+}
+}  // namespace
+
+TEST_SUITE("heuristics") {
+  TEST_CASE("attention: the wgmma kernels on compute capability 9.0 for bf16 and head_dim <= 128, else mma.sync") {
+    CHECK(heur::attention_forward(kH100, drafter(1, 4096, 512), true).sm90);
+    CHECK(heur::attention_forward(kH100, drafter(1, 4096, 512, 64), true).sm90);
+    CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512), false).sm90);        // f32
+    CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512, 256), true).sm90);   // head_dim 256
+    CHECK_FALSE(heur::attention_forward(kA100, drafter(1, 4096, 512), true).sm90);        // sm 8.0
+    CHECK_FALSE(heur::attention_forward(heur::Device{9, 1, 132}, drafter(1, 4096, 512), true).sm90);
+    CHECK_FALSE(heur::attention_forward(heur::Device{}, drafter(1, 4096, 512), true).sm90);  // no GPU
+    CHECK_FALSE(heur::attention_backward(kA100, drafter(1, 4096, 512), true, true).sm90);
+    CHECK(std::string(heur::attention_forward(kA100, drafter(1, 4096, 512), true).why).find("9.0") !=
+          std::string::npos);
+    heur::AttentionForcing portable;
+    portable.portable = true;
+    CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512), true, portable).sm90);
+    CHECK_FALSE(heur::attention_backward(kH100, drafter(1, 4096, 512), true, true, portable).sm90);
+  }
+
+  TEST_CASE("attention: key tiles by TMA at head_dim 64 and 128 only; dk/dv chunks where a chunk is one block") {
+    CHECK(heur::attention_forward(kH100, drafter(1, 4096, 512), true).tma_key_tiles);
+    CHECK(heur::attention_forward(kH100, drafter(2, 1024, 128, 64), true).tma_key_tiles);
+    CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512, 96), true).tma_key_tiles);
+    const heur::AttentionBackward b = heur::attention_backward(kH100, drafter(1, 4096, 512), true, true);
+    CHECK(b.dkdv == heur::Dkdv::ws);
+    CHECK(b.tma_chunks);
+    CHECK(b.tma_key_tiles);
+    CHECK_FALSE(heur::attention_backward(kH100, drafter(1, 4096, 512, 128, 16), true, true).tma_chunks);  // 32 rows
+    CHECK_FALSE(heur::attention_backward(kH100, drafter(1, 4096, 512, 128, 64), true, true).tma_chunks);  // 128 rows
+    CHECK_FALSE(heur::attention_backward(kH100, drafter(1, 4096, 512, 96), true, true).tma_chunks);
+    // bs 4 with 16 heads a kv head: 64 rows a block, boxes of 4 slots x 16 heads (one kv head: a
+    // grid of 8 sequences fills the GPU, so dk/dv runs ws).
+    CHECK(heur::attention_backward(kH100, {8, 8192, 512, 4, 16, 1, 128}, true, true).tma_chunks);
+    // Split has no producer warpgroup: no TMA.
+    CHECK_FALSE(heur::attention_backward(kH100, drafter(1, 1024, 128), true, true).tma_chunks);
+    heur::AttentionForcing threads;
+    threads.no_tma = true;
+    CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512), true, threads).tma_key_tiles);
+    CHECK_FALSE(heur::attention_backward(kH100, drafter(1, 4096, 512), true, true, threads).tma_chunks);
+  }
+
+  TEST_CASE("attention: dk/dv split where 128-key context CTAs would not fill the GPU one and a half times") {
+    // Context CTAs: B * nkv * ceil(S / 128); split when twice that is below 3 * SMs (396 on 132).
+    CHECK(heur::attention_backward(kH100, drafter(1, 1024, 128), true, true).dkdv == heur::Dkdv::split);   // 64
+    CHECK(heur::attention_backward(kH100, drafter(1, 2048, 256), true, true).dkdv == heur::Dkdv::split);   // 128
+    CHECK(heur::attention_backward(kH100, drafter(1, 3072, 192), true, true).dkdv == heur::Dkdv::split);   // 192
+    CHECK(heur::attention_backward(kH100, drafter(1, 3200, 200), true, true).dkdv == heur::Dkdv::ws);      // 200
+    CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512), true, true).dkdv == heur::Dkdv::ws);      // 256
+    CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128), true, true).dkdv == heur::Dkdv::ws);      // 256
+    CHECK(heur::attention_backward(heur::Device{9, 0, 264}, drafter(1, 4096, 512), true, true).dkdv ==
+          heur::Dkdv::split);  // twice the SMs
+  }
+
+  TEST_CASE("attention: dq fused into dk/dv's kernel at 4096:512 and longer, separate at 1024:128 with B = 4") {
+    CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512), true, true).dq == heur::Dq::fused);
+    CHECK(heur::attention_backward(kH100, drafter(1, 16384, 1024), true, true).dq == heur::Dq::fused);
+    CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128), true, true).dq == heur::Dq::separate);  // 25 %
+    CHECK(heur::attention_backward(kH100, drafter(1, 1024, 128), true, true).dq == heur::Dq::separate);  // split
+    CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512), true, false).dq == heur::Dq::separate);  // no dq
+    CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512, 64), true, true).dq == heur::Dq::separate);
+    CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512, 128, 32, 24), true, true).dq == heur::Dq::separate);
+  }
+
+  TEST_CASE("attention: forcing reaches a kept mode, never one whose shape requirements fail") {
+    heur::AttentionForcing f;
+    f.dq = heur::Dq::fused;
+    CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128), true, true, f).dq == heur::Dq::fused);
+    CHECK(heur::attention_backward(kH100, drafter(1, 1024, 128), true, true, f).dq == heur::Dq::separate);  // split
+    CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128, 64), true, true, f).dq == heur::Dq::separate);
+    CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128, 128, 32, 24), true, true, f).dq ==
+          heur::Dq::separate);
+    CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128), true, false, f).dq == heur::Dq::separate);
+    f.dkdv = heur::Dkdv::ws;
+    CHECK(heur::attention_backward(kH100, drafter(1, 1024, 128), true, true, f).dq == heur::Dq::fused);
+    f.dkdv = heur::Dkdv::split;
+    const heur::AttentionBackward split = heur::attention_backward(kH100, drafter(1, 4096, 512), true, true, f);
+    CHECK(split.dkdv == heur::Dkdv::split);
+    CHECK(split.dq == heur::Dq::separate);
+    CHECK_FALSE(split.tma_chunks);
+    f = {};
+    f.dq = heur::Dq::separate;
+    CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512), true, true, f).dq == heur::Dq::separate);
+  }
+
+  TEST_CASE("lm_head + CE rows: the fewest CTAs a row whose slices fit 40 KiB, on compute capability 9.0") {
+    CHECK(heur::ce_rows(kH100, 151936, true, true).cluster == 8);  // 37984 bytes a CTA
+    CHECK(heur::ce_rows(kH100, 40000, true, true).cluster == 2);
+    CHECK(heur::ce_rows(kH100, 16384, true, true).cluster == 1);
+    CHECK(heur::ce_rows(kH100, 320, false, true).cluster == 0);         // f32 logits
+    CHECK(heur::ce_rows(kH100, 320, true, false).cluster == 0);         // no dlogits: one read anyway
+    CHECK(heur::ce_rows(kH100, 321, true, true).cluster == 0);          // not packs of 8
+    CHECK(heur::ce_rows(kH100, 8 * 1000003, true, true).cluster == 0);  // no C keeps a slice in 40 KB
+    CHECK(heur::ce_rows(kA100, 151936, true, true).cluster == 0);       // no clusters before 9.0
+    CHECK(heur::ce_rows(kH100, 320, true, true, 80).cluster == 8);
+    CHECK(heur::ce_rows(kH100, 120, true, true, 80).cluster == 3);
+    CHECK(heur::ce_rows(kH100, 200, true, true, 80).cluster == 5);
+    CHECK(heur::ce_rows(kH100, 151936, true, true, 98304).cluster == 4);
+    CHECK(heur::ce_rows(kH100, 320, true, true, 0).cluster == 0);
+  }
+
+  TEST_CASE("target attention: cuDNN for auto where the build has it; cudnn and own as named") {
+    CHECK(heur::target_attention_cudnn("auto", true));
+    CHECK_FALSE(heur::target_attention_cudnn("auto", false));
+    CHECK(heur::target_attention_cudnn("cudnn", true));
+    CHECK_FALSE(heur::target_attention_cudnn("own", true));
+  }
+
+  TEST_CASE("the startup table's kernel lines name each family's choice per bucket; none on the CPU") {
+    DrafterSpec d;
+    d.num_attention_heads = 32, d.num_key_value_heads = 8, d.head_dim = 128, d.block_size = 16;
+    d.vocab_size = 151936;
+    const std::vector<Bucket> buckets = {{1024, 128, 1}, {4096, 512, 1}};
+    const std::vector<std::string> h100 = kernel_choice_lines(kH100, d, buckets, "auto", true);
+    REQUIRE(h100.size() == 6);
+    CHECK(h100[0] == "device: compute capability 9.0, 132 SMs");
+    CHECK(h100[1] ==
+          "attention forward (heads 32/8, head_dim 128, block 16): sm90 wgmma, 128-key tiles, key tiles by TMA "
+          "(compute capability 9.0, bf16, head_dim <= 128)");
+    CHECK(h100[2] == "attention backward {seq 1024, anchors 128, batch 1}: dk/dv split, dq its own kernel");
+    CHECK(h100[3] ==
+          "attention backward {seq 4096, anchors 512, batch 1}: dk/dv ws (chunks by TMA), dq fused into dk/dv's");
+    CHECK(h100[4] == "lm_head + cross-entropy (V 151936): rows read once, 8 CTA(s) a row (the fewest CTAs whose "
+                     "slices fit)");
+    CHECK(h100[5] == "target attention: cuDNN's fused flash attention (runtime.target_attention = \"auto\", the "
+                     "build has cuDNN)");
+    const std::vector<std::string> a100 = kernel_choice_lines(kA100, d, buckets, "own", true);
+    CHECK(a100[1].find("mma.sync kernels (not compute capability 9.0") != std::string::npos);
+    CHECK(a100[4].find("rows read twice") != std::string::npos);
+    CHECK(a100[5] == "target attention: dflash's own kernel (runtime.target_attention = \"own\")");
+    CHECK(kernel_choice_lines(Device::cpu(), d, buckets, "auto").empty());
+  }
+}

@@ -1,0 +1,25 @@
+// The startup table's kernel lines: what kernels/heuristics.h chooses for the job's device and
+// shapes, one line per op family (the drafter's attention forward, its backward per bucket, the
+// lm_head + cross-entropy rows, the target's attention).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "graphs/buckets.h"
+#include "kernels/heuristics.h"
+#include "model/drafter_spec.h"
+#include "runtime/device.h"
+
+namespace dflash {
+
+// The lines for a GPU `device` (compute capability and SMs); `target_attention` is
+// runtime.target_attention and `cudnn_built` whether the build has the cuDNN path.
+std::vector<std::string> kernel_choice_lines(const kernels::heuristics::Device& device, const DrafterSpec& drafter,
+                                             const std::vector<Bucket>& buckets, const std::string& target_attention,
+                                             bool cudnn_built);
+
+// The same for the job's first device: none on the CPU (its kernels have no variants).
+std::vector<std::string> kernel_choice_lines(const Device& device, const DrafterSpec& drafter,
+                                             const std::vector<Bucket>& buckets, const std::string& target_attention);
+
+}  // namespace dflash
