@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An experiment's A/B on the GPU host: this tree against a base commit, both built there in one call
-# and the same dflash-bench commands run from each, interleaved (base, new, base, new), so that the
+# and the same dflash-bench commands run from each, interleaved (base, new, three times), so that the
 # few percent by which GPU hosts differ cancel out. Not part of the product (dev/README.md).
 #   here:     bash dev/ab-commit.sh prepare BASE        # BASE's versions of the changed sources into
 #                                                       # .deps/base, then scripts/gpu-prepare.sh: carry .deps
@@ -38,7 +38,7 @@ case ${1:-} in
     cmake -S "$tree" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
       cmake --build build-base -j "$(nproc)" --target dflash-bench
     echo "base $(cat .deps/base-commit) against $(cat .deps/commit 2>/dev/null || echo 'this tree')"
-    for b in build-base build build-base build; do
+    for b in build-base build build-base build build-base build; do  # three repeats, interleaved
       for args in "$@"; do
         echo "== $b: dflash-bench $args"
         # shellcheck disable=SC2086
