@@ -7,21 +7,22 @@
 #   GPU host: bash dev/ab-commit.sh run "ARGS" ...      # each "ARGS" one dflash-bench command line, e.g.
 #             bash dev/ab-commit.sh run "step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20"
 # The base tree is this one with BASE's sources (kernels runtime graphs model data train apps
-# CMakeLists.txt); tests, scripts and docs stay this tree's, and a source new since BASE is kept.
+# CMakeLists.txt; a source new since BASE is left out); tests, scripts and docs stay this tree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sources=(kernels runtime graphs model data train apps CMakeLists.txt)
 case ${1:-} in
   prepare)
     base=${2:?usage: dev/ab-commit.sh prepare BASE}
-    rm -rf .deps/base .deps/base-commit
+    rm -rf .deps/base .deps/base-commit .deps/base-new
     mkdir -p .deps/base
+    : > .deps/base-new
     git rev-parse "$base" > .deps/base-commit
     for f in $(git diff --name-only "$base" -- "${sources[@]}"); do
       if git cat-file -e "$base:$f" 2>/dev/null; then
         mkdir -p ".deps/base/$(dirname "$f")" && git show "$base:$f" > ".deps/base/$f"
       else
-        echo "ab-commit: $f is new since $base; the base tree keeps this tree's copy" >&2
+        echo "$f" >> .deps/base-new  # not in BASE: left out of the base tree
       fi
     done
     echo "base $(cat .deps/base-commit): $(find .deps/base -type f | wc -l) files"
@@ -34,6 +35,7 @@ case ${1:-} in
     rm -rf "$tree" && mkdir -p "$tree"
     tar --exclude=./build --exclude=./build-base -cf - . | tar -xf - -C "$tree"
     cp -r .deps/base/. "$tree/"
+    while IFS= read -r f; do rm -f "$tree/$f"; done < .deps/base-new
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j "$(nproc)" --target dflash-bench
     cmake -S "$tree" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
       cmake --build build-base -j "$(nproc)" --target dflash-bench
