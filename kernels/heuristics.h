@@ -2,7 +2,8 @@
 // the shapes (as FlashAttention-3's hopper/heuristics.h): one function per family, a one-line
 // reason beside each rule. Plain C++ without CUDA: the launchers in kernels/cuda call these, and
 // the trainer prints what they choose in its startup table (train/kernel_choices.cpp). Nothing
-// here reads the environment; a choice a user makes is a config key (runtime.target_attention).
+// here reads the environment; a choice a user makes is a config key (runtime.kernels,
+// runtime.target_attention).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -12,11 +13,31 @@
 
 namespace dflash::kernels::heuristics {
 
-// The device a kernel runs on. 0.0 (no GPU, or the CPU backend) chooses the portable kernels.
+// Whether this build holds the Hopper kernels (kernels/cuda/*_sm90.cu, sm_90a machine code): CMake
+// defines DFLASH_SM90_KERNELS for everything that links the CUDA kernels when DFLASH_CUDA_ARCHS
+// lists 90a.
+#ifdef DFLASH_SM90_KERNELS
+inline constexpr bool kSm90KernelsBuilt = true;
+#else
+inline constexpr bool kSm90KernelsBuilt = false;
+#endif
+
+// The device a kernel runs on, and what the build and the config let the rules use there. 0.0 (no
+// GPU, or the CPU backend) chooses the portable kernels.
 struct Device {
   int major = 0, minor = 0;  // compute capability
   int sms = 0;               // streaming multiprocessors
-  bool sm90() const { return major == 9 && minor == 0; }  // sm_90a machine code runs on 9.0 alone
+  bool sm90_built = false;   // the build holds the Hopper kernels (kSm90KernelsBuilt)
+  bool portable = false;     // runtime.kernels = "portable": the portable kernels on any device
+  // Why the Hopper kernels (wgmma, TMA, thread-block clusters) do not run here; nullptr where they do.
+  const char* sm90_unavailable() const {
+    if (portable) return "runtime.kernels = \"portable\"";
+    if (major != 9 || minor != 0)
+      return "not compute capability 9.0: the Hopper kernels are built and measured for 9.0 alone";
+    if (!sm90_built) return "this build has no Hopper kernels (DFLASH_CUDA_ARCHS without 90a)";
+    return nullptr;
+  }
+  bool sm90() const { return sm90_unavailable() == nullptr; }
 };
 
 // ---- The drafter's DFlash block-sparse attention (kernels/cuda/dflash_attention*.cu) ----
@@ -51,7 +72,7 @@ inline AttentionForward attention_forward(const Device& d, const AttentionShape&
                                           const AttentionForcing& f = {}) {
   AttentionForward c;
   if (f.portable) c.why = "forced (a test)";
-  else if (!d.sm90()) c.why = "not compute capability 9.0: the wgmma kernels are sm_90a machine code";
+  else if (const char* no = d.sm90_unavailable()) c.why = no;  // the wgmma kernels are Hopper kernels
   else if (!bf16) c.why = "f32 tensors: the wgmma kernels take bf16 operands";
   else if (s.hd > 128) c.why = "head_dim above 128: the wgmma kernels' tiles hold 128 columns";
   else c.sm90 = true, c.why = "compute capability 9.0, bf16, head_dim <= 128";
@@ -132,8 +153,9 @@ struct CeRows {
 // needs 16-byte aligned logits and dlogits.
 inline CeRows ce_rows(const Device& d, int64_t V, bool bf16, bool writes_dlogits,
                       size_t slice_bytes = kCeSliceBytes) {
-  // Thread-block clusters (distributed shared memory) exist from compute capability 9.0 on.
-  if (d.major < 9) return {0, "thread-block clusters need compute capability 9.0"};
+  // The single-read kernel is a Hopper kernel: thread-block clusters exist from 9.0 on, but its slice
+  // budget is sized by 9.0's shared memory (a 12.0 SM has less than half) and measured there alone.
+  if (const char* no = d.sm90_unavailable()) return {0, no};
   // Reading the logits once pays where they are written back (the dlogits of training).
   if (!writes_dlogits) return {0, "no dlogits: the rows are read once anyway"};
   // bf16 packs of 8: a row splits into whole 16-byte packs per CTA.
@@ -156,6 +178,14 @@ inline bool target_attention_cudnn(const std::string& asked, bool cudnn_built) {
 }
 
 // ---- Lines of the startup table ----
+
+// The kernels the device may run: the Hopper kernels or the portable ones, and why.
+inline std::string describe(const Device& d) {
+  const std::string asked = std::string("runtime.kernels = \"") + (d.portable ? "portable" : "auto") + "\"";
+  if (const char* no = d.sm90_unavailable())
+    return d.portable ? asked + ": the portable kernels on any GPU" : asked + ": the portable kernels (" + no + ")";
+  return asked + ": the Hopper kernels (wgmma, TMA, clusters) where the rules below choose them";
+}
 
 inline const char* name(Dkdv m) { return m == Dkdv::split ? "split" : "ws"; }
 inline const char* name(Dq m) { return m == Dq::separate ? "its own kernel" : "fused into dk/dv's"; }

@@ -342,9 +342,16 @@ __device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int r
 // dflash_attention_*_sm90.cu (sm_90a): version 2 of the kernels, for bf16 q, k, v (and dout) with
 // hd <= 128 on a compute capability 9.0 device. Each returns false, launching nothing, where it
 // does not apply (the caller then runs version 1). Their modes and loads: kernels/heuristics.h.
+// A build without them (DFLASH_CUDA_ARCHS without 90a) has these stand-ins, which never apply.
 namespace dflash::kernels::cuda::sm90 {
+#ifdef DFLASH_SM90_KERNELS
 bool forward(const DflashAttentionForward& a, void* stream);
 bool backward(const DflashAttentionBackward& a, void* stream);
 // Bytes of scratch the fused backward needs for dims d with dq asked for (0 when it will not run).
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16);
+#else
+inline bool forward(const DflashAttentionForward&, void*) { return false; }
+inline bool backward(const DflashAttentionBackward&, void*) { return false; }
+inline int64_t backward_scratch_bytes(const DflashAttentionDims&, bool) { return 0; }
+#endif
 }  // namespace dflash::kernels::cuda::sm90
