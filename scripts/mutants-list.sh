@@ -492,6 +492,15 @@ mutant "heuristics: the Hopper kernels chosen in a build without them" "-ts=heur
 mutant "heuristics: runtime.kernels = portable ignored by the rules" "-ts=heuristics" \
   'if (portable) return "runtime.kernels = \"portable\"";' \
   'if (false) return "runtime.kernels = \"portable\"";'
+mutant "heuristics: 163 KB of shared memory a block on every 8.x" "-ts=heuristics" \
+  'if (d.major == 8 && (d.minor == 0 || d.minor == 7)) return 163 * 1024;' \
+  'if (d.major == 8) return 163 * 1024;'
+mutant "heuristics: the mma.sync dq's widest key tile where it does not fit" "-ts=heuristics" \
+  'if (portable_dq_smem(hdp, bf16, keys) <= smem_per_block(d)) return keys;' \
+  'if (portable_dq_smem(hdp, bf16, keys) <= 227 * 1024) return keys;'
+mutant "heuristics: the causal kernel's two m tiles where they do not fit" "-ts=heuristics" \
+  'if (causal_tc_smem(hdp, mt) <= smem_per_block(d)) return mt;' \
+  'if (causal_tc_smem(hdp, mt) <= 227 * 1024) return mt;'
 mutant "heuristics: the target's attention on cuDNN for auto in a build without it" "-ts=heuristics" \
   'return cudnn_built;' \
   'return true;'

@@ -164,8 +164,12 @@ TEST_SUITE("heuristics") {
           CHECK(bw.tma_chunks == hopper);
           CHECK(bw.tma_key_tiles == hopper);
           CHECK(bw.dq == (hopper ? heur::Dq::fused : heur::Dq::separate));
-          CHECK(heur::describe(bw) == (hopper ? "dk/dv ws (chunks by TMA), dq fused into dk/dv's"
-                                              : "mma.sync kernels (" + why + ")"));
+          // The mma.sync dq's 64-key tiles take 102 KB at head_dim 128: half as many keys on 99 KB GPUs.
+          const int dq_keys = g.major == 8 && g.minor == 0 ? 64 : g.major == 9 || g.major == 10 ? 64 : 32;
+          CHECK(bw.dq_keys == (hopper ? 0 : dq_keys));
+          CHECK(heur::describe(bw) ==
+                (hopper ? "dk/dv ws (chunks by TMA), dq fused into dk/dv's"
+                        : "mma.sync kernels, dq " + std::to_string(dq_keys) + "-key tiles (" + why + ")"));
           // The lm_head + CE rows: read once by clusters of 8 CTAs on the Hopper path, else twice.
           const heur::CeRows ce = heur::ce_rows(d, 151936, true, true);
           CHECK(ce.cluster == (hopper ? 8 : 0));
@@ -180,6 +184,48 @@ TEST_SUITE("heuristics") {
                  : portable ? asked + ": the portable kernels on any GPU"
                             : asked + ": the portable kernels (" + why + ")"));
         }
+  }
+
+  TEST_CASE("shared memory: the portable kernels' tiles fit each compute capability's, narrower where less") {
+    const auto kb = [](int major, int minor) {
+      return int(heur::smem_per_block(heur::Device{major, minor, 100}) / 1024);
+    };
+    CHECK(kb(8, 0) == 163);
+    CHECK(kb(8, 6) == 99);
+    CHECK(kb(8, 7) == 163);
+    CHECK(kb(8, 9) == 99);
+    CHECK(kb(9, 0) == 227);
+    CHECK(kb(10, 0) == 227);
+    CHECK(kb(12, 0) == 99);
+    CHECK(kb(0, 0) == 99);  // unknown: the least
+    // dq: a 64-row query tile and its dout plus double-buffered K and V tiles, rows of hd + 8 bf16.
+    CHECK(heur::portable_dq_smem(128, true, 64) == size_t((2 * 64 + 4 * 64) * 136 * 2));  // 104448: over 99 KB
+    CHECK(heur::portable_dq_smem(128, true, 32) == size_t((2 * 64 + 4 * 32) * 136 * 2));  // 69632
+    CHECK(heur::portable_dq_smem(64, false, 64) == size_t(2 * (2 * 64 + 4 * 64) * 72 * 2));
+    const heur::Device a100{8, 0, 108}, a10{8, 6, 72}, l40s{8, 9, 142}, h100{9, 0, 132}, b200{10, 0, 148},
+        rtx{12, 0, 188};
+    for (const heur::Device& d : {a100, h100, b200}) CHECK(heur::portable_dq_keys(d, 128, true) == 64);
+    for (const heur::Device& d : {a10, l40s, rtx}) CHECK(heur::portable_dq_keys(d, 128, true) == 32);
+    for (const heur::Device& d : {a100, a10, l40s, h100, b200, rtx}) CHECK(heur::portable_dq_keys(d, 64, true) == 64);
+    CHECK(heur::portable_dq_keys(a100, 256, true) == 32);
+    CHECK(heur::portable_dq_keys(a10, 256, true) == 16);   // 101376 bytes: 99 KB exactly
+    CHECK(heur::portable_dq_keys(h100, 128, false) == 64);
+    CHECK(heur::portable_dq_keys(a100, 128, false) == 32);
+    CHECK(heur::portable_dq_keys(a10, 128, false) == 0);   // no tile: the launcher refuses
+    CHECK(heur::portable_dq_keys(h100, 256, false) == 16);
+    CHECK(heur::portable_dq_keys(a100, 256, false) == 0);  // 16 keys is the narrowest
+    // The own causal kernel: (64 m + 256) rows of hd + 8 bf16; 2 m tiles up to head_dim 128.
+    CHECK(heur::causal_tc_smem(128, 2) == size_t((128 + 256) * 136 * 2));
+    for (const heur::Device& d : {a100, h100, b200}) CHECK(heur::causal_m_tiles(d, 128) == 2);
+    for (const heur::Device& d : {a10, l40s, rtx}) CHECK(heur::causal_m_tiles(d, 128) == 1);
+    for (const heur::Device& d : {a100, a10, l40s, h100, b200, rtx}) {
+      CHECK(heur::causal_m_tiles(d, 64) == 2);
+      CHECK(heur::causal_m_tiles(d, 40) == 2);
+    }
+    CHECK(heur::causal_m_tiles(h100, 256) == 1);
+    CHECK(heur::causal_m_tiles(b200, 200) == 1);
+    CHECK(heur::causal_m_tiles(a100, 256) == 0);  // 168960 bytes: the CUDA-core kernel
+    CHECK(heur::causal_m_tiles(a10, 256) == 0);
   }
 
   TEST_CASE("the startup table's kernel lines name each family's choice per bucket; none on the CPU") {

@@ -34,8 +34,8 @@ TEST_SUITE("kernel-paths") {
     CHECK_THROWS_WITH_AS(parse_kernel_paths("sm90"),
                          doctest::Contains("runtime.kernels = \"sm90\" is not a choice of kernels: use \"auto\""),
                          Error);
-    CHECK_THROWS_WITH_AS(parse_kernel_paths("sm90"), doctest::Contains("or \"portable\" (the portable kernels on any GPU)"),
-                         Error);
+    CHECK_THROWS_WITH_AS(parse_kernel_paths("sm90"),
+                         doctest::Contains("or \"portable\" (the portable kernels on any GPU)"), Error);
   }
 
   TEST_CASE("the process-wide choice: auto by default, a scope restores the previous one, the rules' device follows") {
@@ -72,8 +72,8 @@ TEST_SUITE("kernel-paths") {
     CHECK(lines[1] == "kernels: runtime.kernels = \"portable\": the portable kernels on any GPU");
     CHECK(lines[2] == "attention forward (heads 32/8, head_dim 128, block 16): mma.sync kernels (runtime.kernels = "
                       "\"portable\")");
-    CHECK(lines[3] == "attention backward {seq 4096, anchors 512, batch 1}: mma.sync kernels (runtime.kernels = "
-                      "\"portable\")");
+    CHECK(lines[3] == "attention backward {seq 4096, anchors 512, batch 1}: mma.sync kernels, dq 64-key tiles "
+                      "(runtime.kernels = \"portable\")");
     CHECK(lines[4] == "lm_head + cross-entropy (V 151936): rows read twice, one CTA a row (runtime.kernels = "
                       "\"portable\")");
     setup_job(test::small_job("kernel-paths-auto"), quiet);
@@ -81,8 +81,9 @@ TEST_SUITE("kernel-paths") {
     lines = h100_lines();
     REQUIRE(lines.size() == 6);
     if (hopper_kernels_built()) {
-      CHECK(lines[1] == "kernels: runtime.kernels = \"auto\": the Hopper kernels (wgmma, TMA, clusters) where the rules "
-                        "below choose them");
+      CHECK(lines[1] ==
+            "kernels: runtime.kernels = \"auto\": the Hopper kernels (wgmma, TMA, clusters) where the rules below "
+            "choose them");
       CHECK(lines[4].find("rows read once, 8 CTA(s) a row") != std::string::npos);
     } else {  // the CPU build, or DFLASH_CUDA_ARCHS without 90a
       CHECK(lines[1] == "kernels: runtime.kernels = \"auto\": the portable kernels (this build has no Hopper kernels "

@@ -29,8 +29,9 @@ constexpr int kMaxSmem = 227 * 1024;  // opt-in dynamic shared memory per block 
 template <int HDP>
 constexpr int row_stride() { return HDP + 8; }  // bf16 elements per shared-memory tile row
 
-// Tile sizes chosen so that the kernels' shared memory fits (asserted where they are used).
-// Forward and dq: KT keys per tile; dk/dv: RC query rows per chunk.
+// Tile sizes chosen so that the kernels' shared memory fits 9.0's (asserted where they are used).
+// Forward and dq: KT keys per tile; dk/dv: RC query rows per chunk. dq takes half its KT where the
+// device has less shared memory (kernels/heuristics.h, portable_dq_keys).
 template <int HDP>
 constexpr int forward_key_tile() { return HDP <= 128 ? 64 : 32; }
 template <int HDP, int NP>
@@ -83,7 +84,9 @@ void allow_smem(Kernel kernel, int bytes, const char* what) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string(what) + ": cannot allow " + std::to_string(bytes) +
-                             " bytes of shared memory: " + cudaGetErrorString(e));
+                             " bytes of shared memory a CTA (more than this GPU allows: kernels/heuristics.h, "
+                             "smem_per_block; bf16 with head_dim up to 128 fits every GPU of compute capability 8.0 "
+                             "on): " + cudaGetErrorString(e));
 }
 
 __device__ __forceinline__ int64_t clamp_anchor(int32_t raw, int64_t S) {
