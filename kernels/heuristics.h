@@ -2,7 +2,8 @@
 // the shapes (as FlashAttention-3's hopper/heuristics.h): one function per family, a one-line
 // reason beside each rule. Plain C++ without CUDA: the launchers in kernels/cuda call these, and
 // the trainer prints what they choose in its startup table (train/kernel_choices.cpp). Nothing
-// here reads the environment; a choice a user makes is a config key (runtime.target_attention).
+// here reads the environment; a choice a user makes is a config key (runtime.kernels,
+// runtime.target_attention).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -12,12 +13,41 @@
 
 namespace dflash::kernels::heuristics {
 
-// The device a kernel runs on. 0.0 (no GPU, or the CPU backend) chooses the portable kernels.
+// Whether this build holds the Hopper kernels (kernels/cuda/*_sm90.cu, sm_90a machine code): CMake
+// defines DFLASH_SM90_KERNELS for everything that links the CUDA kernels when DFLASH_CUDA_ARCHS
+// lists 90a.
+#ifdef DFLASH_SM90_KERNELS
+inline constexpr bool kSm90KernelsBuilt = true;
+#else
+inline constexpr bool kSm90KernelsBuilt = false;
+#endif
+
+// The device a kernel runs on, and what the build and the config let the rules use there. 0.0 (no
+// GPU, or the CPU backend) chooses the portable kernels.
 struct Device {
   int major = 0, minor = 0;  // compute capability
   int sms = 0;               // streaming multiprocessors
-  bool sm90() const { return major == 9 && minor == 0; }  // sm_90a machine code runs on 9.0 alone
+  bool sm90_built = false;   // the build holds the Hopper kernels (kSm90KernelsBuilt)
+  bool portable = false;     // runtime.kernels = "portable": the portable kernels on any device
+  // Why the Hopper kernels (wgmma, TMA, thread-block clusters) do not run here; nullptr where they do.
+  const char* sm90_unavailable() const {
+    if (portable) return "runtime.kernels = \"portable\"";
+    if (major != 9 || minor != 0)
+      return "not compute capability 9.0: the Hopper kernels are built and measured for 9.0 alone";
+    if (!sm90_built) return "this build has no Hopper kernels (DFLASH_CUDA_ARCHS without 90a)";
+    return nullptr;
+  }
+  bool sm90() const { return sm90_unavailable() == nullptr; }
 };
+
+// The most dynamic shared memory a CTA may opt in to on d (the CUDA programming guide's table by
+// compute capability): 227 KB on 9.0 and 10.x, 163 KB on 8.0 and 8.7, 99 KB on 8.6, 8.9 and 12.x,
+// and on any other (the least of them). The portable kernels narrow their tiles to fit it.
+inline size_t smem_per_block(const Device& d) {
+  if (d.major == 9 || d.major == 10) return 227 * 1024;
+  if (d.major == 8 && (d.minor == 0 || d.minor == 7)) return 163 * 1024;
+  return 99 * 1024;
+}
 
 // ---- The drafter's DFlash block-sparse attention (kernels/cuda/dflash_attention*.cu) ----
 
@@ -51,7 +81,7 @@ inline AttentionForward attention_forward(const Device& d, const AttentionShape&
                                           const AttentionForcing& f = {}) {
   AttentionForward c;
   if (f.portable) c.why = "forced (a test)";
-  else if (!d.sm90()) c.why = "not compute capability 9.0: the wgmma kernels are sm_90a machine code";
+  else if (const char* no = d.sm90_unavailable()) c.why = no;  // the wgmma kernels are Hopper kernels
   else if (!bf16) c.why = "f32 tensors: the wgmma kernels take bf16 operands";
   else if (s.hd > 128) c.why = "head_dim above 128: the wgmma kernels' tiles hold 128 columns";
   else c.sm90 = true, c.why = "compute capability 9.0, bf16, head_dim <= 128";
@@ -71,8 +101,29 @@ struct AttentionBackward {
   Dq dq = Dq::separate;
   bool tma_chunks = false;     // dk/dv's producer loads each chunk of query rows by TMA
   bool tma_key_tiles = false;  // dq's own kernel loads its context-only key tiles by TMA
+  int dq_keys = 0;             // not sm90: the mma.sync dq kernel's key tile (portable_dq_keys)
   const char* why = "";
 };
+
+// The mma.sync dq kernel's shared memory (kernels/cuda/dflash_attention_backward.cu): a 64-row
+// query tile and its dout, and K and V tiles of `keys` rows, double-buffered; rows of hdp + 8 bf16
+// (hdp: head_dim padded to 64, 128 or 256), f32 as two bf16 planes.
+inline constexpr size_t portable_dq_smem(int hdp, bool bf16, int keys) {
+  const size_t planes = bf16 ? 1 : 2;
+  return 2 * size_t(hdp + 8) * (2 * planes * 64 + 4 * planes * size_t(keys));
+}
+
+// Its key tile: 64 keys (32 above head_dim 128 in bf16, 16 in f32: the tiles fitted to 9.0's
+// shared memory) where they fit the device's; else half as many (head_dim 128 in bf16 on 8.6, 8.9
+// and 12.x: 102 KB of their 99); 0 where neither fits (f32 above head_dim 64 on those, or above
+// 128 on 8.0: the launcher refuses, naming the bytes).
+inline int portable_dq_keys(const Device& d, int64_t hd, bool bf16) {
+  const int hdp = hd <= 64 ? 64 : (hd <= 128 ? 128 : 256);
+  const int keys = hdp <= 128 ? 64 : (bf16 ? 32 : 16);
+  if (portable_dq_smem(hdp, bf16, keys) <= smem_per_block(d)) return keys;
+  if (keys >= 32 && portable_dq_smem(hdp, bf16, keys / 2) <= smem_per_block(d)) return keys / 2;
+  return 0;
+}
 
 // Whether the fused dq can run at all: dk/dv in the ws mode (its producer warpgroup's last warp
 // writes dq), head_dim in (64, 128] (the warpgroups split 128 columns) and bs dividing 128 (a draft
@@ -88,7 +139,10 @@ inline AttentionBackward attention_backward(const Device& d, const AttentionShap
   const AttentionForward fw = attention_forward(d, s, bf16, f);
   c.sm90 = fw.sm90;
   c.why = fw.why;
-  if (!c.sm90) return c;
+  if (!c.sm90) {
+    c.dq_keys = portable_dq_keys(d, s.hd, bf16);
+    return c;
+  }
   const int64_t sms = std::max(1, d.sms), cta_keys = 128, ctx_ctas = s.B * s.nkv * ((s.S + cta_keys - 1) / cta_keys);
   // Split where 128-key context CTAs, the first of which sees nearly every block, would not fill
   // the GPU one and a half times (1024:128 and 2048:256 with 8 kv heads on 132 SMs): 64 keys a CTA
@@ -132,8 +186,9 @@ struct CeRows {
 // needs 16-byte aligned logits and dlogits.
 inline CeRows ce_rows(const Device& d, int64_t V, bool bf16, bool writes_dlogits,
                       size_t slice_bytes = kCeSliceBytes) {
-  // Thread-block clusters (distributed shared memory) exist from compute capability 9.0 on.
-  if (d.major < 9) return {0, "thread-block clusters need compute capability 9.0"};
+  // The single-read kernel is a Hopper kernel: thread-block clusters exist from 9.0 on, but its slice
+  // budget is sized by 9.0's shared memory (a 12.0 SM has less than half) and measured there alone.
+  if (const char* no = d.sm90_unavailable()) return {0, no};
   // Reading the logits once pays where they are written back (the dlogits of training).
   if (!writes_dlogits) return {0, "no dlogits: the rows are read once anyway"};
   // bf16 packs of 8: a row splits into whole 16-byte packs per CTA.
@@ -155,7 +210,32 @@ inline bool target_attention_cudnn(const std::string& asked, bool cudnn_built) {
   return cudnn_built;
 }
 
+// The shared memory of dflash's own causal kernel on tensor cores (kernels/cuda/causal_attention.cu,
+// bf16 at 16-byte aligned addresses): CTAs of 4 warps, 16 query rows per m tile each, and 64-key
+// tiles of K and V, double-buffered; rows of hdp + 8 bf16 (hdp: head_dim padded to 32, 64, 128, 256).
+inline constexpr size_t causal_tc_smem(int hdp, int m_tiles) {
+  return size_t(4 * 16 * m_tiles + 4 * 64) * size_t(hdp + 8) * 2;
+}
+
+// Its m tiles a warp: 2 up to head_dim 128 (twice the MMAs per K and V fragment read), 1 above,
+// where they fit the device's shared memory; else 1 (head_dim 128 on 8.6, 8.9 and 12.x: 102 KB of
+// their 99); 0 where no tile fits (head_dim above 128 off 9.0 and 10.x): the CUDA-core kernel runs.
+inline int causal_m_tiles(const Device& d, int64_t hd) {
+  const int hdp = hd <= 32 ? 32 : (hd <= 64 ? 64 : (hd <= 128 ? 128 : 256));
+  for (int mt = hdp <= 128 ? 2 : 1; mt >= 1; --mt)
+    if (causal_tc_smem(hdp, mt) <= smem_per_block(d)) return mt;
+  return 0;
+}
+
 // ---- Lines of the startup table ----
+
+// The kernels the device may run: the Hopper kernels or the portable ones, and why.
+inline std::string describe(const Device& d) {
+  const std::string asked = std::string("runtime.kernels = \"") + (d.portable ? "portable" : "auto") + "\"";
+  if (const char* no = d.sm90_unavailable())
+    return d.portable ? asked + ": the portable kernels on any GPU" : asked + ": the portable kernels (" + no + ")";
+  return asked + ": the Hopper kernels (wgmma, TMA, clusters) where the rules below choose them";
+}
 
 inline const char* name(Dkdv m) { return m == Dkdv::split ? "split" : "ws"; }
 inline const char* name(Dq m) { return m == Dq::separate ? "its own kernel" : "fused into dk/dv's"; }
@@ -166,7 +246,11 @@ inline std::string describe(const AttentionForward& c) {
          (c.tma_key_tiles ? "TMA" : "threads") + " (" + c.why + ")";
 }
 inline std::string describe(const AttentionBackward& c) {
-  if (!c.sm90) return std::string("mma.sync kernels (") + c.why + ")";
+  if (!c.sm90) {
+    const std::string dq = c.dq_keys ? ", dq " + std::to_string(c.dq_keys) + "-key tiles"
+                                              : ", dq: no key tile fits this GPU's shared memory";
+    return std::string("mma.sync kernels") + dq + " (" + c.why + ")";
+  }
   const char* loads = c.dkdv == Dkdv::split ? "" : c.tma_chunks ? " (chunks by TMA)" : " (chunks by threads)";
   return std::string("dk/dv ") + name(c.dkdv) + loads + ", dq " + name(c.dq);
 }

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds into build/ (CUDA backend too when nvcc is found). Extra arguments go to cmake.
+# The CUDA backend is built for the GPUs scripts/cuda-archs.sh names (the visible GPUs' own, else 80;90a,
+# both kernel paths), unless the arguments hold -DDFLASH_CUDA_ARCHS=... (docs/USER_GUIDE.md, "Supported
+# GPUs"); scripts/test.sh and scripts/train.sh build through this script, so with the same flags.
 # Prints one progress line (rewritten in place on a terminal, else a line every 10 %); the whole
 # cmake and ninja output goes to build/build.log. On failure it prints the log's last lines and its
 # path. A warning the compiler printed is counted in the last line, so a quiet build is a clean one.
@@ -39,6 +42,9 @@ progress() {  # reads ninja's output: "[N/M] ..." lines; a step of 10 % (N of M)
     fi
   done
 }
+
+archs=$(bash scripts/cuda-archs.sh "$@")  # empty when the arguments name their own list
+if [ -n "$archs" ]; then set -- -DDFLASH_CUDA_ARCHS="$archs" "$@"; fi
 
 start=$SECONDS
 say "build: configuring (full output: $log)"

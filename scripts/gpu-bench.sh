@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark figures that README.md and docs/BENCH.md quote, on a host with NVIDIA GPUs (sm_90),
+# The benchmark figures that README.md and docs/BENCH.md quote, on a host with NVIDIA GPUs (H100, H200),
 # each measured beside its PyTorch anchor (scripts/anchors/, run with the host's python3, which holds
 # torch and transformers) in the same run. Each step logs to DIR/<step>.log and appends one JSON line
 # a figure to DIR/figures.jsonl (figure, metric, value, unit, anchor, anchor_value, ratio, gpu, driver,
@@ -65,8 +65,9 @@ figures() {  # the step's figure lines, into figures.jsonl and the log
 }
 
 # The steps, one function each; a step's status is 1 when a command failed or it gave no figure.
-step_build() {  # CMake + Ninja with CUDA (sm_90), Release
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j "$(nproc)"
+step_build() {  # CMake + Ninja with CUDA for the host's GPUs (scripts/cuda-archs.sh), Release
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CUDA_ARCHS="$(bash scripts/cuda-archs.sh)" &&
+    cmake --build build -j "$(nproc)"
 }
 step_drafter() {  # qwen3-8b: three buckets together, 4096:512 alone at two arenas; torch.compile beside
   local rc=0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks, on a host with NVIDIA GPUs (sm_90): the CUDA build, the GPU test suites, the four
+# The GPU checks, on a host with NVIDIA GPUs (measured on compute capability 9.0): the CUDA build, the GPU test suites, the four
 # compute-sanitizer tools over every kernel of ours those suites launch (and the check that none is
 # missed), the GPU mutation probes and, with two GPUs or more, the multi-GPU checks. Each step logs to
 # $OUT/<step>.log (or out/gpu-test/, git-ignored), then a summary of exit statuses and seconds; exit
@@ -25,7 +25,7 @@ parts_of() {  # parts_of TOOL: its parts, in order
 
 # name|what it runs (--list prints these; the order is the default run's)
 steps_table=(
-  "build|CMake + Ninja with CUDA (sm_90) into build/"
+  "build|CMake + Ninja with CUDA for the host's GPUs (scripts/cuda-archs.sh) into build/"
   "suites|every GPU suite: dflash-tests --test-suite='gpu*' (the gpu2* suites only with two GPUs or more)"
   "cpu-suites|the CPU suites, in the CUDA build, on the GPU host"
   "tiny-job|the default job (configs/tiny.toml) trained on the GPU"
@@ -122,8 +122,9 @@ step_sanitizer() {  # step_sanitizer TOOL [PART]: the part, or all the tool's pa
 }
 
 # The steps, one function each.
-step_build() {  # CMake + Ninja with CUDA (sm_90), Release
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j "$(nproc)"
+step_build() {  # CMake + Ninja with CUDA for the host's GPUs (scripts/cuda-archs.sh), Release
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CUDA_ARCHS="$(bash scripts/cuda-archs.sh)" &&
+    cmake --build build -j "$(nproc)"
 }
 step_suites() {  # every GPU suite the host's GPUs can run
   local two=()

@@ -182,7 +182,7 @@ for cur in "${steps[@]}"; do
   t0=$(date +%s)
   case $cur in
     build)
-      bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j 32" \
+      bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CUDA_ARCHS=\"\$(bash scripts/cuda-archs.sh)\" && cmake --build build -j 32" \
         >>"$out/gpu2-build.log" 2>&1 && note build PASS "" || note build FAIL "see $out/gpu2-build.log"
       tail -n 5 "$out/gpu2-build.log" ;;
     topo)

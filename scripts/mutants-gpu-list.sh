@@ -237,3 +237,10 @@ mutant "key runtime.rendezvous_timeout_s ignored (300 s)" "-ts=gpu-config-keys" 
 mutant "key runtime.target_attention ignored (auto)" "-ts=target-attention -tc=runtime.target_attention:?setting*" \
   'set_target_attention(parse_target_attention(cfg.runtime.target_attention));' \
   'set_target_attention(parse_target_attention("auto"));'
+# --- runtime.kernels at the launchers (kernels/cuda/device_traits.h, runtime/cuda/cuda_backend.cpp) ---
+mutant "GPU runtime.kernels: the launchers ignore the process's portable choice" "-ts=gpu-drafter,gpu-attention,gpu-ops -tc=*replays*,*golden*" \
+  'const bool portable = portable_kernels().load(std::memory_order_relaxed);' \
+  'const bool portable = false;'
+mutant "GPU runtime.kernels: the process's choice never handed to the launchers" "-ts=gpu-drafter,gpu-attention,gpu-ops -tc=*replays*,*golden*" \
+  'void set_portable_kernels(bool portable) { kernels::cuda::portable_kernels().store(portable); }' \
+  'void set_portable_kernels(bool portable) { (void)portable; }'

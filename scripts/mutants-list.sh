@@ -480,9 +480,27 @@ mutant "heuristics: dq fused while the draft CTAs' phase is up to 30 % of the co
 mutant "heuristics: dk/dv chunks by TMA where a chunk holds several blocks" "-ts=heuristics" \
   'c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() == 64 &&' \
   'c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() >= 64 &&'
-mutant "heuristics: CE rows by thread-block clusters on compute capability 8" "-ts=heuristics" \
-  'if (d.major < 9) return {0, "thread-block clusters need compute capability 9.0"};' \
-  'if (d.major < 8) return {0, "thread-block clusters need compute capability 9.0"};'
+mutant "heuristics: CE rows by thread-block clusters on compute capability 10.0 and 12.0" "-ts=heuristics" \
+  'if (const char* no = d.sm90_unavailable()) return {0, no};' \
+  'if (d.major < 9) return {0, "no clusters"};'
+mutant "heuristics: the Hopper kernels on any compute capability 9.x" "-ts=heuristics" \
+  'if (major != 9 || minor != 0)' \
+  'if (major != 9)'
+mutant "heuristics: the Hopper kernels chosen in a build without them" "-ts=heuristics" \
+  'if (!sm90_built) return "this build has no Hopper kernels' \
+  'if (false) return "this build has no Hopper kernels'
+mutant "heuristics: runtime.kernels = portable ignored by the rules" "-ts=heuristics" \
+  'if (portable) return "runtime.kernels = \"portable\"";' \
+  'if (false) return "runtime.kernels = \"portable\"";'
+mutant "heuristics: 163 KB of shared memory a block on every 8.x" "-ts=heuristics" \
+  'if (d.major == 8 && (d.minor == 0 || d.minor == 7)) return 163 * 1024;' \
+  'if (d.major == 8) return 163 * 1024;'
+mutant "heuristics: the mma.sync dq's widest key tile where it does not fit" "-ts=heuristics" \
+  'if (portable_dq_smem(hdp, bf16, keys) <= smem_per_block(d)) return keys;' \
+  'if (portable_dq_smem(hdp, bf16, keys) <= 227 * 1024) return keys;'
+mutant "heuristics: the causal kernel's two m tiles where they do not fit" "-ts=heuristics" \
+  'if (causal_tc_smem(hdp, mt) <= smem_per_block(d)) return mt;' \
+  'if (causal_tc_smem(hdp, mt) <= 227 * 1024) return mt;'
 mutant "heuristics: the target's attention on cuDNN for auto in a build without it" "-ts=heuristics" \
   'return cudnn_built;' \
   'return true;'
@@ -746,6 +764,13 @@ mutant "read_file: a file whose size stat gives as 0 (/proc) reads empty" "-ts=c
 mutant "read_file: a directory read as a file, not refused by name" "-ts=safetensors" \
   'if (rc != 0 || !S_ISREG(st.st_mode)) {' \
   'if (rc != 0) {'
+# --- runtime/kernel_paths.cpp ---
+mutant "runtime.kernels: the rules' device ignores the process's choice" "-ts=kernel-paths" \
+  'hw.portable = kernel_paths() == KernelPaths::portable;' \
+  'hw.portable = false;'
+mutant "runtime.kernels: the rules' device holds the Hopper kernels in any build" "-ts=kernel-paths" \
+  'hw.sm90_built = hopper_kernels_built();' \
+  'hw.sm90_built = true;'
 # --- runtime/gemm_tuning.cpp ---
 mutant "a GEMM table line loses its beta flag when read back" "-ts=gemm-table" \
   'k.ta = ta == '\''T'\'', k.tb = tb == '\''T'\'', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = beta == 1;' \
@@ -1065,6 +1090,9 @@ mutant "config: synthetic min_length equal to prompt_length accepted" "-ts=confi
 mutant "config: synthetic max_length equal to min_length refused" "-ts=config*" \
   'require(sd.max_length >= sd.min_length,' \
   'require(sd.max_length > sd.min_length,'
+mutant "config: runtime.kernels accepts any value" "-ts=config*" \
+  'require(c.runtime.kernels == "auto" || c.runtime.kernels == "portable", "runtime.kernels",' \
+  'require(true, "runtime.kernels",'
 mutant "config: heads not a multiple of the KV heads accepted" "-ts=config*" \
   'require(st.num_attention_heads % st.num_key_value_heads == 0,' \
   'require(true,'
@@ -1222,6 +1250,9 @@ mutant "job: drafter.intermediate_size ignored" "-ts=bad-input-resume" \
 mutant "job: synthetic eval data generated from the training seed" "-ts=trainer" \
   'uint64_t seed = eval ? syn.seed + 1000003 : syn.seed;' \
   'uint64_t seed = syn.seed;'
+mutant "key runtime.kernels ignored (auto)" "-ts=kernel-paths" \
+  'set_kernel_paths(parse_kernel_paths(cfg.runtime.kernels));' \
+  'set_kernel_paths(parse_kernel_paths("auto"));'
 mutant "key runtime.devices ignored (auto)" "-ts=config-keys" \
   'const std::string& d = rt.devices;' \
   'const std::string d = "auto";'

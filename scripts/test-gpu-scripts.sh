@@ -2,7 +2,8 @@
 # Checks the control flow of scripts/gpu-test.sh and scripts/gpu-bench.sh on the CPU, with stand-ins for
 # nvidia-smi, compute-sanitizer, cmake, the test binary, dflash-bench and the PyTorch anchors: every step
 # and part runs and passes; a part whose filters match no test case fails; unknown steps and parts are
-# refused; coverage merges the parts' kernel lists; gpu-bench writes one figure line a figure, each with
+# refused; the build is for the GPU's own compute capability (9.0: 90a); coverage merges the parts' kernel
+# lists; gpu-bench writes one figure line a figure, each with
 # its anchor's value and the run's fields, and an anchor's failure leaves its figures without one.
 # Part of scripts/test.sh; a few seconds.
 set -uo pipefail
@@ -14,10 +15,12 @@ fail() { echo "test-gpu-scripts: $*"; failures=$((failures + 1)); }
 mkdir -p "$tmp/bin" "$tmp/tree/build" "$tmp/tree/scripts/anchors"
 cp -r "$here/scripts/gpu-test.sh" "$here/scripts/gpu-bench.sh" "$here/scripts/bench-figures.py" \
   "$here/scripts/racecheck-foreign.sh" "$here/scripts/sanitizer-coverage.py" "$here/scripts/sanitizer-inventory" \
+  "$here/scripts/cuda-archs.sh" \
   "$tmp/tree/scripts/"
 stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
-stub "$tmp/bin/cmake" 'exit 0'
-stub "$tmp/bin/nvidia-smi" 'case "$*" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: x)";; *driver_version*) echo 580.1;; *) echo "NVIDIA H100 80GB HBM3";; esac'
+stub "$tmp/bin/cmake" 'echo "cmake $*" >>"$OUT/cmake-calls"'
+stub "$tmp/bin/nvidia-smi" 'case "$*" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: x)";; *driver_version*) echo 580.1;;
+*compute_cap*) echo 9.0;; *) echo "NVIDIA H100 80GB HBM3";; esac'
 stub "$tmp/bin/compute-sanitizer" 'while [ $# -gt 0 ]; do case $1 in --*=*) shift;; --*) shift 2;; *) break;; esac; done
 "$@"; rc=$?; echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; exit $rc'
 # the test binary: two cases (none where FAKE_NONE matches its arguments); with DFLASH_KERNEL_INVENTORY, two kernels
@@ -64,6 +67,7 @@ run() {  # run NAME WANT_RC SCRIPT ARGS...: one run of a script in the stand-in 
 run all 0 scripts/gpu-test.sh build suites memcheck racecheck initcheck synccheck inventory coverage multi-gpu
 grep -q 'every kernel function runs under every tool' "$tmp/all.out" || fail "all: coverage did not pass"
 grep -q 'multi-gpu: skipped, one GPU' "$tmp/out-all/multi-gpu.log" || fail "all: multi-gpu not skipped on one GPU"
+grep -q -- '-DDFLASH_CUDA_ARCHS=90a$' "$tmp/out-all/cmake-calls" || fail "all: build not configured for the GPU's 90a"
 [ "$(grep -c '^== racecheck:' "$tmp/out-all/racecheck.log")" = 8 ] || fail "all: racecheck did not run its 8 parts"
 FAKE_NONE=gpu-spec run no-case 1 scripts/gpu-test.sh memcheck:spec
 grep -q 'no test case ran' "$tmp/no-case.out" || fail "no-case: a part that ran no case passed"

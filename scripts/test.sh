@@ -3,7 +3,8 @@
 # (scripts/check-getenv.sh) and that the tracked files speak of the product
 # (scripts/check-product-words.sh), each with its self-test; then sets up, builds from nothing if
 # needed (one progress line; the whole output in build/build.log, which must hold no compiler
-# warning), and runs the whole CPU test suite, a tiny run killed and resumed 20 times
+# warning), checks the choice of the GPUs the build is for (scripts/test-cuda-archs.sh), and runs
+# the whole CPU test suite, a tiny run killed and resumed 20 times
 # (scripts/test-kill-resume.sh), the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a
 # GPU host through scripts/gpu-test.sh), the control-flow test of scripts/gpu2-check.sh and the
 # self-tests of scripts/racecheck-foreign.sh, of the sanitizer coverage tools and of gpu-test.sh and
@@ -22,6 +23,7 @@ if grep -qE '(^|[^A-Za-z_])warning( #[0-9]+|:)' build/build.log; then
   echo "test: the build printed compiler warnings (above; all of them in build/build.log); fix them in our code" >&2
   exit 1
 fi
+bash scripts/test-cuda-archs.sh  # scripts/cuda-archs.sh and CMake's refusal of a bad DFLASH_CUDA_ARCHS
 ./build/dflash-tests --test-suite-exclude='gpu*' "$@"
 bash scripts/test-kill-resume.sh  # a tiny run SIGKILLed 20 times and resumed: its metrics.jsonl equals an uninterrupted run's
 bash scripts/test-python.sh  # the Python tools (python/: dflash-data), offline

@@ -348,6 +348,9 @@ progress = false
         {"runtime.rendezvous_timeout_s=0", "runtime.rendezvous_timeout_s = 0: must be greater than 0"},
         {"runtime.heartbeat_timeout_s=-1", "runtime.heartbeat_timeout_s = -1: must be greater than 0"},
         {"runtime.reduce_dtype=f16", "runtime.reduce_dtype = \"f16\": use \"f32\" (the default) or \"bf16\""},
+        {"runtime.kernels=sm90",
+         "runtime.kernels = \"sm90\": use \"auto\" (the Hopper kernels on compute capability 9.0 where the build has "
+         "them, the default) or \"portable\" (the portable kernels on any GPU) (the default is \"auto\")"},
         {"runtime.target_attention=flash",
          "runtime.target_attention = \"flash\": use \"auto\" (cuDNN where the build has it, the default), \"cudnn\" "
          "(cuDNN's fused flash attention) or \"own\" (dflash's kernel) (the default is \"auto\")"},
@@ -359,6 +362,7 @@ progress = false
     }
     CHECK_NOTHROW(parse(kMinimal, {"runtime.devices=cuda:1,0"}));
     CHECK_NOTHROW(parse(kMinimal, {"runtime.target_attention=own"}));
+    CHECK_NOTHROW(parse(kMinimal, {"runtime.kernels=portable"}));
     if (cudnn_attention_built())
       CHECK_NOTHROW(parse(kMinimal, {"runtime.target_attention=cudnn"}));
     else

@@ -1,7 +1,7 @@
 // DFlash block-sparse attention on CUDA against the CPU op on identical inputs: forward output,
 // tiles visited, and the backward's dq, dk, dv (f32 and bf16; GQA 1, 2, 4; partial tiles; anchors
 // at 0, S-bs and between, also in random order; dropped blocks), determinism, recorded-program
-// replay == eager, and the CUDA-only errors. The op runs the default kernel version (2, wgmma, for
+// replay == eager (with runtime.kernels "auto" and "portable"), and the CUDA-only errors. The op runs the default kernel version (2, wgmma, for
 // bf16 with hd <= 128 on sm_90; 1 otherwise: kernels/heuristics.h); one case runs version 1 on
 // any GPU through the test seam; tests/test_gpu_attention_versions.cpp compares the versions
 // directly. Suite "gpu-attention": it needs a GPU and fails without one.
@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "graphs/program.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/test_seams.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "tests/gpu_attention_cases.h"
@@ -216,8 +217,14 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("a recorded program replays attention forward and backward bit for bit like eager") {
     REQUIRE_GPU();
+    const KernelPaths paths = each_kernel_paths();  // on an H100: the wgmma kernels, then the mma.sync ones
+    KernelPathsScope chosen(paths);
+    expect_kernel_paths(paths);
     Case c{2, 300, 8, 16, 8, 2, 128, 64, spread_anchors(2, 8, 300, 16), std::vector<int32_t>(16, 1)};
     c.keep[2] = 0;
+    const kernels::cuda::DflashAttentionDims dims{c.B, c.S, c.N, c.bs, c.nh, c.nkv, c.hd, c.key_tile, c.scale()};
+    if (paths == KernelPaths::portable)
+      CHECK_FALSE(kernels::cuda::dflash_attention_backward_choice(dims, true, true).sm90);
     const Data d = make_data(c, 300);
     for (DType dt : {DType::bf16, DType::f32}) {
       INFO("dtype " << std::string(dtype_name(dt)));

@@ -88,6 +88,7 @@ void query_tma_is_threads(const Case& c, uint64_t seed) {
 TEST_SUITE("gpu-attention") {
   TEST_CASE("version 2's forward and dq key tiles by TMA give the per-row cp.async path's bits") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     SUBCASE("the drafter's layout: S 4096, N 128") {
       const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
       query_tma_is_threads(c, 820);
@@ -108,6 +109,7 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("the forward and dq TMA loads apply at hd 64 and 128 on this GPU, not at hd 96 or in f32") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     using kernels::cuda::dflash_attention_forward_choice;
     const kernels::cuda::DflashAttentionDims drafter{1, 4096, 512, 16, 32, 8, 128, 64, 0.09f};
     const kernels::cuda::DflashAttentionDims hd96{1, 4096, 512, 16, 32, 8, 96, 64, 0.1f};
@@ -121,6 +123,7 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("version 2's dk/dv chunks by TMA give the per-row cp.async path's bits") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128; ws and fused") {
       const Case c{1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16), std::vector<int32_t>(128, 1)};
       tma_is_threads(c, 800, heur::Dq::separate);
@@ -145,6 +148,7 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("the dk/dv TMA loads apply only where a chunk is one block's rows, in the producer's modes") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     using kernels::cuda::dflash_attention_backward_choice;
     const kernels::cuda::DflashAttentionDims drafter{1, 4096, 512, 16, 32, 8, 128, 64, 0.09f};
     CHECK(dflash_attention_backward_choice(drafter, true, true).tma_chunks);  // ws by default at 4096:512

@@ -128,6 +128,7 @@ Case fused_small() { return {1, 300, 8, 16, 8, 2, 128, 64, spread_anchors(1, 8, 
 TEST_SUITE("gpu-attention") {
   TEST_CASE("CUDA kernel versions 1 and 2 agree; version 2's backward gives the same bits twice") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     // Version 2's dk/dv kernel picks its mode by size (ws for the drafter's shape below, with dq
     // fused on 132 SMs; split for the small ones); the first three cases run as the rules choose,
     // then in both modes with dq in its own kernel.
@@ -190,6 +191,7 @@ TEST_SUITE("gpu-attention") {
   TEST_CASE("version 2's query side in the ws mode (the forward over 128-key tiles, dq in its own kernel) against "
             "version 1, the same bits twice") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     SUBCASE("the drafter's layout: S 4096, N 128, nh 32, nkv 8, hd 128 (many tiles per CTA, the ring wraps)") {
       check_query_side({1, 4096, 128, 16, 32, 8, 128, 64, spread_anchors(1, 128, 4096, 16),
                         std::vector<int32_t>(128, 1)},
@@ -212,6 +214,7 @@ TEST_SUITE("gpu-attention") {
 
   TEST_CASE("version 2's fused backward: dq summed in dk/dv's kernel, in a fixed order across CTAs") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     // Against dq's own kernel and ws's dk/dv (the same products, other sums: bf16 rounding apart),
     // the same bits over repeated runs (the turns fix the order of the cross-CTA sums of dq), then
     // against version 1 as every mode is.
@@ -294,6 +297,7 @@ TEST_SUITE("gpu-attention") {
   // the child it starts traps on purpose, which a sanitizer reports as the child's error.
   TEST_CASE("version 2's fused backward: a turn that never comes stops the kernel with an error, not a hang") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     // In a child process (the trap ends its CUDA context), the skipped case below: every turn waits
     // for one that never comes, with a 1 s wait.
     const CommandOutput child = run_command("timeout 120 " + self_binary() +

@@ -40,6 +40,7 @@ TEST_SUITE("gpu-ops") {
   TEST_CASE(
       "ce rows read once by clusters of 1 to 8 CTAs: the CPU's values, the twice-reading kernel's, the same bits") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     Backends be;
     struct Case {
       int64_t V;
@@ -78,6 +79,7 @@ TEST_SUITE("gpu-ops") {
 
   TEST_CASE("ce rows read once: exact ties across a cluster's CTAs give the first maximum, bad labels NaN") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     Backends be;
     // Small integers make every logit exact in bf16 whatever the order of the sums; 16-byte slices
     // put one pack in each CTA (V = 24: 3 CTAs, 40: 5), so the ties and labels fall across CTAs.
@@ -115,6 +117,7 @@ TEST_SUITE("gpu-ops") {
 
   TEST_CASE("ce rows with NaN logits: the CPU's argmax (0 when column 0 is NaN; NaN never a maximum), NaN lse and ce") {
     REQUIRE_GPU();
+    REQUIRE_HOPPER();
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();

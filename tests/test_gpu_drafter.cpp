@@ -1,7 +1,8 @@
 // The DFlash drafter and trainer on a GPU: the golden step in bf16 (tolerance 2e-2 of each
 // tensor's largest magnitude, the golden README's figure for a bf16 GPU path), a recorded step
 // equal to eager bit for bit with checkpointing on and off, and the trainer end to end on CUDA
-// with replay equal to eager. Suite "gpu-drafter".
+// with replay equal to eager; each with runtime.kernels "auto" and "portable" (on an H100 both
+// kernel paths). Suite "gpu-drafter".
 #ifdef DFLASH_CUDA
 #include "graphs/program.h"
 #include "model/drafter.h"
@@ -50,6 +51,9 @@ DrafterInputs golden_inputs(const GoldenGpu& g) {
 TEST_SUITE("gpu-drafter") {
   TEST_CASE("the golden step on the GPU in bf16: loss, per-slot CE, output and every gradient within 2e-2") {
     REQUIRE_GPU();
+    const KernelPaths paths = each_kernel_paths();
+    KernelPathsScope chosen(paths);
+    expect_kernel_paths(paths);
     Context ctx(Device::cuda(0));
     ContextScope scope(ctx);
     GoldenGpu g;
@@ -101,6 +105,9 @@ TEST_SUITE("gpu-drafter") {
 
   TEST_CASE("every recompute choice on the GPU (bf16): the same loss and gradients bit for bit, recorded") {
     REQUIRE_GPU();
+    const KernelPaths paths = each_kernel_paths();
+    KernelPathsScope chosen(paths);
+    expect_kernel_paths(paths);
     Context ctx(Device::cuda(0));
     ContextScope scope(ctx);
     GoldenGpu g;
@@ -130,10 +137,20 @@ TEST_SUITE("gpu-drafter") {
 
   TEST_CASE("the trainer on CUDA: recorded equals eager bit for bit, checkpointing on equals off") {
     REQUIRE_GPU();
-    Config graphs = small_job("gpu-graphs", {"training.steps=6", "runtime.devices=cuda:0"}, 6);
-    Config eager = small_job("gpu-eager", {"training.steps=6", "runtime.devices=cuda:0", "runtime.graphs=false"}, 6);
-    Config no_ckpt = small_job("gpu-nockpt", {"training.steps=6", "runtime.devices=cuda:0", "training.checkpointing=false"}, 6);
+    const KernelPaths paths = each_kernel_paths();
+    KernelPathsScope restore(KernelPaths::automatic);  // the jobs set the key's choice; auto again after
+    const std::string key = std::string("runtime.kernels=") + kernel_paths_name(paths), tag = kernel_paths_name(paths);
+    const std::vector<std::string> on_gpu = {"training.steps=6", "runtime.devices=cuda:0", key};
+    auto with = [&](const std::string& more) {
+      std::vector<std::string> o = on_gpu;
+      o.push_back(more);
+      return o;
+    };
+    Config graphs = small_job("gpu-graphs-" + tag, on_gpu, 6);
+    Config eager = small_job("gpu-eager-" + tag, with("runtime.graphs=false"), 6);
+    Config no_ckpt = small_job("gpu-nockpt-" + tag, with("training.checkpointing=false"), 6);
     TrainResult r = run_training(graphs);
+    expect_kernel_paths(paths);  // the job's key is the process's choice
     run_training(eager);
     run_training(no_ckpt);
     auto a = step_records(graphs.job.dump_folder), b = step_records(eager.job.dump_folder),

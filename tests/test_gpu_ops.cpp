@@ -1,6 +1,7 @@
 // CUDA ops against the CPU ops (forward and backward, f32 and bf16), determinism of repeated
-// runs, a small model recorded as a CUDA Graph replaying bit for bit like eager, and the CUDA-only
-// error messages. Suite "gpu-ops": it needs a GPU and fails without one.
+// runs, a small model recorded as a CUDA Graph replaying bit for bit like eager (with
+// runtime.kernels "auto" and "portable"), and the CUDA-only error messages. Suite "gpu-ops": it
+// needs a GPU and fails without one.
 #ifdef DFLASH_CUDA
 #include <algorithm>
 #include <cmath>
@@ -297,6 +298,9 @@ TEST_SUITE("gpu-ops") {
 
   TEST_CASE("a small model recorded as a CUDA graph replays bit for bit like eager") {
     REQUIRE_GPU();
+    const KernelPaths paths = each_kernel_paths();  // on an H100: the CE rows read once by clusters, then twice
+    KernelPathsScope chosen(paths);
+    expect_kernel_paths(paths);
     Context ctx{Device::cuda(0)};
     ContextScope scope(ctx);
     const int64_t V = 64, H = 32, I = 48, R = 24, heads = 4, hd = 8, layers = 2;

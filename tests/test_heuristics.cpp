@@ -1,7 +1,9 @@
 // kernels/heuristics.h on the CPU (pure functions of the device and the shapes): which attention
 // kernels, dk/dv and dq modes and TMA loads each rule chooses on an H100 and elsewhere, what a
 // test's forcing may and may not reach, the lm_head + CE rows' cluster sizes, the target
-// attention's rule, and the startup table's lines. The kernels themselves: the gpu-* suites.
+// attention's rule, every family on compute capabilities 8.0 to 12.0 with and without the Hopper
+// kernels built and with runtime.kernels = "portable", and the startup table's lines. The kernels
+// themselves: the gpu-* suites.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -13,8 +15,8 @@ using namespace dflash;
 namespace heur = dflash::kernels::heuristics;
 
 namespace {
-const heur::Device kH100{9, 0, 132};
-const heur::Device kA100{8, 0, 108};
+const heur::Device kH100{9, 0, 132, true};  // a build with the Hopper kernels
+const heur::Device kA100{8, 0, 108, true};
 // The Qwen3-8B drafter's attention (heads 32/8, head_dim 128, blocks of 16) at a bucket.
 heur::AttentionShape drafter(int64_t B, int64_t S, int64_t N, int64_t hd = 128, int64_t nh = 32, int64_t bs = 16) {
   return {B, S, N, bs, nh, 8, hd};
@@ -28,7 +30,8 @@ TEST_SUITE("heuristics") {
     CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512), false).sm90);        // f32
     CHECK_FALSE(heur::attention_forward(kH100, drafter(1, 4096, 512, 256), true).sm90);   // head_dim 256
     CHECK_FALSE(heur::attention_forward(kA100, drafter(1, 4096, 512), true).sm90);        // sm 8.0
-    CHECK_FALSE(heur::attention_forward(heur::Device{9, 1, 132}, drafter(1, 4096, 512), true).sm90);
+    CHECK_FALSE(heur::attention_forward(heur::Device{9, 1, 132, true}, drafter(1, 4096, 512), true).sm90);
+    CHECK_FALSE(heur::attention_forward(heur::Device{9, 0, 132, false}, drafter(1, 4096, 512), true).sm90);
     CHECK_FALSE(heur::attention_forward(heur::Device{}, drafter(1, 4096, 512), true).sm90);  // no GPU
     CHECK_FALSE(heur::attention_backward(kA100, drafter(1, 4096, 512), true, true).sm90);
     CHECK(std::string(heur::attention_forward(kA100, drafter(1, 4096, 512), true).why).find("9.0") !=
@@ -69,7 +72,7 @@ TEST_SUITE("heuristics") {
     CHECK(heur::attention_backward(kH100, drafter(1, 3200, 200), true, true).dkdv == heur::Dkdv::ws);      // 200
     CHECK(heur::attention_backward(kH100, drafter(1, 4096, 512), true, true).dkdv == heur::Dkdv::ws);      // 256
     CHECK(heur::attention_backward(kH100, drafter(4, 1024, 128), true, true).dkdv == heur::Dkdv::ws);      // 256
-    CHECK(heur::attention_backward(heur::Device{9, 0, 264}, drafter(1, 4096, 512), true, true).dkdv ==
+    CHECK(heur::attention_backward(heur::Device{9, 0, 264, true}, drafter(1, 4096, 512), true, true).dkdv ==
           heur::Dkdv::split);  // twice the SMs
   }
 
@@ -127,28 +130,130 @@ TEST_SUITE("heuristics") {
     CHECK_FALSE(heur::target_attention_cudnn("own", true));
   }
 
+  TEST_CASE("every family on compute capabilities 8.0 to 12.0: the Hopper kernels on 9.0 alone, where built, "
+            "unless runtime.kernels = portable") {
+    struct Gpu {
+      int major, minor, sms;
+    };
+    // A100, A10 (8.6), L40S (8.9), H100, B200 (10.0), RTX PRO 6000 Blackwell (12.0).
+    const Gpu gpus[] = {{8, 0, 108}, {8, 6, 72}, {8, 9, 142}, {9, 0, 132}, {10, 0, 148}, {12, 0, 188}};
+    const heur::AttentionShape hot = drafter(1, 4096, 512);
+    for (const Gpu& g : gpus)
+      for (bool built : {false, true})
+        for (bool portable : {false, true}) {
+          const heur::Device d{g.major, g.minor, g.sms, built, portable};
+          CAPTURE(g.major);
+          CAPTURE(g.minor);
+          CAPTURE(built);
+          CAPTURE(portable);
+          const bool hopper = g.major == 9 && g.minor == 0 && built && !portable;
+          const std::string why = portable                          ? "runtime.kernels = \"portable\""
+                                  : !(g.major == 9 && g.minor == 0) ? "not compute capability 9.0: the Hopper kernels "
+                                                                      "are built and measured for 9.0 alone"
+                                  : !built ? "this build has no Hopper kernels (DFLASH_CUDA_ARCHS without 90a)"
+                                           : "";
+          CHECK(d.sm90() == hopper);
+          CHECK(std::string(d.sm90_unavailable() ? d.sm90_unavailable() : "") == why);
+          // The drafter's attention: wgmma with TMA key tiles and dk/dv chunks, dq fused (4096:512); else mma.sync.
+          const heur::AttentionForward fw = heur::attention_forward(d, hot, true);
+          CHECK(fw.sm90 == hopper);
+          CHECK(fw.tma_key_tiles == hopper);
+          CHECK(std::string(fw.why) == (hopper ? "compute capability 9.0, bf16, head_dim <= 128" : why));
+          const heur::AttentionBackward bw = heur::attention_backward(d, hot, true, true);
+          CHECK(bw.sm90 == hopper);
+          CHECK(bw.tma_chunks == hopper);
+          CHECK(bw.tma_key_tiles == hopper);
+          CHECK(bw.dq == (hopper ? heur::Dq::fused : heur::Dq::separate));
+          // The mma.sync dq's 64-key tiles take 102 KB at head_dim 128: half as many keys on 99 KB GPUs.
+          const int dq_keys = g.major == 8 && g.minor == 0 ? 64 : g.major == 9 || g.major == 10 ? 64 : 32;
+          CHECK(bw.dq_keys == (hopper ? 0 : dq_keys));
+          CHECK(heur::describe(bw) ==
+                (hopper ? "dk/dv ws (chunks by TMA), dq fused into dk/dv's"
+                        : "mma.sync kernels, dq " + std::to_string(dq_keys) + "-key tiles (" + why + ")"));
+          // The lm_head + CE rows: read once by clusters of 8 CTAs on the Hopper path, else twice.
+          const heur::CeRows ce = heur::ce_rows(d, 151936, true, true);
+          CHECK(ce.cluster == (hopper ? 8 : 0));
+          CHECK(std::string(ce.why) == (hopper ? "the fewest CTAs whose slices fit" : why));
+          // The target's attention: cuDNN on every GPU where the build has it (its own rules per device).
+          CHECK(heur::target_attention_cudnn("auto", true));
+          CHECK_FALSE(heur::target_attention_cudnn("own", true));
+          // The startup table's kernels line.
+          const std::string asked = portable ? "runtime.kernels = \"portable\"" : "runtime.kernels = \"auto\"";
+          CHECK(heur::describe(d) ==
+                (hopper     ? asked + ": the Hopper kernels (wgmma, TMA, clusters) where the rules below choose them"
+                 : portable ? asked + ": the portable kernels on any GPU"
+                            : asked + ": the portable kernels (" + why + ")"));
+        }
+  }
+
+  TEST_CASE("shared memory: the portable kernels' tiles fit each compute capability's, narrower where less") {
+    const auto kb = [](int major, int minor) {
+      return int(heur::smem_per_block(heur::Device{major, minor, 100}) / 1024);
+    };
+    CHECK(kb(8, 0) == 163);
+    CHECK(kb(8, 6) == 99);
+    CHECK(kb(8, 7) == 163);
+    CHECK(kb(8, 9) == 99);
+    CHECK(kb(9, 0) == 227);
+    CHECK(kb(10, 0) == 227);
+    CHECK(kb(12, 0) == 99);
+    CHECK(kb(0, 0) == 99);  // unknown: the least
+    // dq: a 64-row query tile and its dout plus double-buffered K and V tiles, rows of hd + 8 bf16.
+    CHECK(heur::portable_dq_smem(128, true, 64) == size_t((2 * 64 + 4 * 64) * 136 * 2));  // 104448: over 99 KB
+    CHECK(heur::portable_dq_smem(128, true, 32) == size_t((2 * 64 + 4 * 32) * 136 * 2));  // 69632
+    CHECK(heur::portable_dq_smem(64, false, 64) == size_t(2 * (2 * 64 + 4 * 64) * 72 * 2));
+    const heur::Device a100{8, 0, 108}, a10{8, 6, 72}, l40s{8, 9, 142}, h100{9, 0, 132}, b200{10, 0, 148},
+        rtx{12, 0, 188};
+    for (const heur::Device& d : {a100, h100, b200}) CHECK(heur::portable_dq_keys(d, 128, true) == 64);
+    for (const heur::Device& d : {a10, l40s, rtx}) CHECK(heur::portable_dq_keys(d, 128, true) == 32);
+    for (const heur::Device& d : {a100, a10, l40s, h100, b200, rtx}) CHECK(heur::portable_dq_keys(d, 64, true) == 64);
+    CHECK(heur::portable_dq_keys(a100, 256, true) == 32);
+    CHECK(heur::portable_dq_keys(a10, 256, true) == 16);   // 101376 bytes: 99 KB exactly
+    CHECK(heur::portable_dq_keys(h100, 128, false) == 64);
+    CHECK(heur::portable_dq_keys(a100, 128, false) == 32);
+    CHECK(heur::portable_dq_keys(a10, 128, false) == 0);   // no tile: the launcher refuses
+    CHECK(heur::portable_dq_keys(h100, 256, false) == 16);
+    CHECK(heur::portable_dq_keys(a100, 256, false) == 0);  // 16 keys is the narrowest
+    // The own causal kernel: (64 m + 256) rows of hd + 8 bf16; 2 m tiles up to head_dim 128.
+    CHECK(heur::causal_tc_smem(128, 2) == size_t((128 + 256) * 136 * 2));
+    for (const heur::Device& d : {a100, h100, b200}) CHECK(heur::causal_m_tiles(d, 128) == 2);
+    for (const heur::Device& d : {a10, l40s, rtx}) CHECK(heur::causal_m_tiles(d, 128) == 1);
+    for (const heur::Device& d : {a100, a10, l40s, h100, b200, rtx}) {
+      CHECK(heur::causal_m_tiles(d, 64) == 2);
+      CHECK(heur::causal_m_tiles(d, 40) == 2);
+    }
+    CHECK(heur::causal_m_tiles(h100, 256) == 1);
+    CHECK(heur::causal_m_tiles(b200, 200) == 1);
+    CHECK(heur::causal_m_tiles(a100, 256) == 0);  // 168960 bytes: the CUDA-core kernel
+    CHECK(heur::causal_m_tiles(a10, 256) == 0);
+  }
+
   TEST_CASE("the startup table's kernel lines name each family's choice per bucket; none on the CPU") {
     DrafterSpec d;
     d.num_attention_heads = 32, d.num_key_value_heads = 8, d.head_dim = 128, d.block_size = 16;
     d.vocab_size = 151936;
     const std::vector<Bucket> buckets = {{1024, 128, 1}, {4096, 512, 1}};
     const std::vector<std::string> h100 = kernel_choice_lines(kH100, d, buckets, "auto", true);
-    REQUIRE(h100.size() == 6);
+    REQUIRE(h100.size() == 7);
     CHECK(h100[0] == "device: compute capability 9.0, 132 SMs");
-    CHECK(h100[1] ==
+    CHECK(h100[1] == "kernels: runtime.kernels = \"auto\": the Hopper kernels (wgmma, TMA, clusters) where the rules "
+                     "below choose them");
+    CHECK(h100[2] ==
           "attention forward (heads 32/8, head_dim 128, block 16): sm90 wgmma, 128-key tiles, key tiles by TMA "
           "(compute capability 9.0, bf16, head_dim <= 128)");
-    CHECK(h100[2] == "attention backward {seq 1024, anchors 128, batch 1}: dk/dv split, dq its own kernel");
-    CHECK(h100[3] ==
+    CHECK(h100[3] == "attention backward {seq 1024, anchors 128, batch 1}: dk/dv split, dq its own kernel");
+    CHECK(h100[4] ==
           "attention backward {seq 4096, anchors 512, batch 1}: dk/dv ws (chunks by TMA), dq fused into dk/dv's");
-    CHECK(h100[4] == "lm_head + cross-entropy (V 151936): rows read once, 8 CTA(s) a row (the fewest CTAs whose "
+    CHECK(h100[5] == "lm_head + cross-entropy (V 151936): rows read once, 8 CTA(s) a row (the fewest CTAs whose "
                      "slices fit)");
-    CHECK(h100[5] == "target attention: cuDNN's fused flash attention (runtime.target_attention = \"auto\", the "
+    CHECK(h100[6] == "target attention: cuDNN's fused flash attention (runtime.target_attention = \"auto\", the "
                      "build has cuDNN)");
     const std::vector<std::string> a100 = kernel_choice_lines(kA100, d, buckets, "own", true);
-    CHECK(a100[1].find("mma.sync kernels (not compute capability 9.0") != std::string::npos);
-    CHECK(a100[4].find("rows read twice") != std::string::npos);
-    CHECK(a100[5] == "target attention: dflash's own kernel (runtime.target_attention = \"own\")");
+    CHECK(a100[1] == "kernels: runtime.kernels = \"auto\": the portable kernels (not compute capability 9.0: the "
+                     "Hopper kernels are built and measured for 9.0 alone)");
+    CHECK(a100[2].find("mma.sync kernels (not compute capability 9.0") != std::string::npos);
+    CHECK(a100[5].find("rows read twice") != std::string::npos);
+    CHECK(a100[6] == "target attention: dflash's own kernel (runtime.target_attention = \"own\")");
     CHECK(kernel_choice_lines(Device::cpu(), d, buckets, "auto").empty());
   }
 }

@@ -463,6 +463,9 @@ class Parser {
     positive(c.runtime.heartbeat_timeout_s, "runtime.heartbeat_timeout_s");
     require(c.runtime.reduce_dtype == "f32" || c.runtime.reduce_dtype == "bf16", "runtime.reduce_dtype",
             "use \"f32\" (the default) or \"bf16\"");
+    require(c.runtime.kernels == "auto" || c.runtime.kernels == "portable", "runtime.kernels",
+            "use \"auto\" (the Hopper kernels on compute capability 9.0 where the build has them, the default) or "
+            "\"portable\" (the portable kernels on any GPU)");
     const std::string& ta = c.runtime.target_attention;
     require(ta == "auto" || ta == "cudnn" || ta == "own", "runtime.target_attention",
             "use \"auto\" (cuDNN where the build has it, the default), \"cudnn\" (cuDNN's fused flash attention) or "

@@ -82,6 +82,7 @@ struct RuntimeConfig {
   double memory_limit_gb = 0;    // 0: what the device has free
   double arena_gb = 0;           // > 0: the arena may grow to this so fewer layers recompute
   bool gemm_tuning = false;      // CUDA: time cuBLASLt's algorithms per GEMM shape at startup
+  std::string kernels = "auto";           // the GPU's kernels: "auto" (kernels/heuristics.h) or "portable"
   std::string target_attention = "auto";  // the target's attention on CUDA: "auto", "cudnn" or "own"
   // Several processes (torchrun / srun; docs/USER_GUIDE.md, "Many GPUs, many nodes"):
   int64_t rendezvous_port = 0;          // 0: MASTER_PORT + 1

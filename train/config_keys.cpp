@@ -88,6 +88,7 @@ const std::vector<Field>& fields() {
       DF_FIELD(runtime.memory_limit_gb, number),
       DF_FIELD(runtime.arena_gb, number),
       DF_FIELD(runtime.gemm_tuning, boolean),
+      DF_FIELD(runtime.kernels, text),
       DF_FIELD(runtime.target_attention, text),
       DF_FIELD(runtime.rendezvous_port, integer),
       DF_FIELD(runtime.rendezvous_timeout_s, number),

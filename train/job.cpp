@@ -10,6 +10,7 @@
 #include "model/target.h"
 #include "runtime/context.h"
 #include "runtime/fileio.h"
+#include "runtime/kernel_paths.h"
 #include "runtime/target_attention.h"
 #include "train/export.h"
 #include "train/memory_fit.h"
@@ -118,6 +119,7 @@ Job setup_job(const Config& cfg, const LogFn& log) {
   job.drafter = drafter_spec_for(cfg, job.target);
   job.devices = resolve_devices(cfg.runtime, &job.device_note);
   set_target_attention(parse_target_attention(cfg.runtime.target_attention));  // the process's choice
+  set_kernel_paths(parse_kernel_paths(cfg.runtime.kernels));                  // and the GPU's kernels
   return job;
 }
 

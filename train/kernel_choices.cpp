@@ -1,6 +1,7 @@
 // The startup table's kernel lines from kernels/heuristics.h (see train/kernel_choices.h).
 #include "train/kernel_choices.h"
 
+#include "runtime/kernel_paths.h"
 #include "runtime/target_attention.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
@@ -22,6 +23,7 @@ std::vector<std::string> kernel_choice_lines(const heur::Device& device, const D
   // The GPU runs the drafter in bf16; its rows are 16-byte aligned (the arena's allocations).
   const heur::AttentionShape any{1, 0, 1, d.block_size, d.num_attention_heads, d.num_key_value_heads, d.head_dim};
   lines.push_back("device: " + where);
+  lines.push_back("kernels: " + heur::describe(device));
   lines.push_back("attention forward (" + heads + "): " + heur::describe(heur::attention_forward(device, any, true)));
   for (const Bucket& b : buckets) {
     const heur::AttentionShape s{b.batch, b.seq, b.anchors, d.block_size, d.num_attention_heads,
@@ -43,8 +45,8 @@ std::vector<std::string> kernel_choice_lines(const Device& device, const Drafter
                                              const std::vector<Bucket>& buckets, const std::string& target_attention) {
   if (!device.is_cuda()) return {};
 #ifdef DFLASH_CUDA
-  return kernel_choice_lines(cuda_backend::device_traits(device.index), drafter, buckets, target_attention,
-                             cudnn_attention_built());
+  return kernel_choice_lines(rules_device(cuda_backend::device_traits(device.index)), drafter, buckets,
+                             target_attention, cudnn_attention_built());
 #else
   return {};
 #endif

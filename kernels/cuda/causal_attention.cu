@@ -1,7 +1,9 @@
 // The frozen target's causal softmax attention on the GPU, forward only (flash-attention style):
 // one CTA per (query tile, b, head) walks the key tiles up to the diagonal with an online softmax
 // in f32. bf16 runs on tensor cores (mma.sync m16n8k16, ldmatrix, cp.async double buffering, the
-// score accumulators reused in registers as P); f32 and unaligned bf16 run a CUDA-core kernel.
+// score accumulators reused in registers as P; their query rows per CTA fit the device's shared
+// memory: kernels/heuristics.h, causal_m_tiles); f32, unaligned bf16 and a head_dim whose tiles fit
+// no tensor-core CTA run a CUDA-core kernel.
 // Each output element is written once by one thread in a fixed order: deterministic.
 #include <cmath>
 #include <stdexcept>
@@ -9,6 +11,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_traits.h"
 
 namespace dflash::kernels::cuda {
 
@@ -69,25 +72,27 @@ constexpr int kTcWarps = 4, kTcThreads = 32 * kTcWarps;
 constexpr int kTcBN = 64;  // keys per tile
 
 // HD: the head dim rounded up to a kernel size (32, 64, 128 or 256); columns hd..HD-1 are zero in
-// shared memory. Each warp owns MT m-tiles of 16 query rows.
-template <int HD>
+// shared memory. Each warp owns M m-tiles of 16 query rows (kernels/heuristics.h, causal_m_tiles:
+// 2 up to HD 128 where the shared memory allows, else 1).
+template <int HD, int M>
 struct TcShape {
-  static constexpr int MT = HD <= 128 ? 2 : 1;
+  static constexpr int MT = M;
   static constexpr int BM = kTcWarps * 16 * MT;  // query rows per CTA
   static constexpr int LD = HD + 8;  // shared row stride in elements: rows 16 bytes apart mod 128, so ldmatrix is conflict-free
   static constexpr size_t smem_bytes = size_t(BM + 4 * kTcBN) * LD * sizeof(bf16_t);
+  static_assert(smem_bytes == heuristics::causal_tc_smem(HD, MT), "the rules' bytes are these");
 };
 
 // Grid (nh * B, query tiles), the last query tile (most key tiles) first. Shared memory:
 // sQ (BM, LD), sK (2, BN, LD), sV (2, BN, LD); rows past S and columns past hd are zero.
 // Warp w holds query rows [16 MT w, 16 MT (w + 1)) of the tile; per m-tile and lane (g, t as in
 // mma_bf16): rows g and g + 8, so row statistics live in [mt][half] and are shared by the quad.
-template <int HD>
+template <int HD, int M>
 __global__ void __launch_bounds__(kTcThreads, HD <= 128 ? 2 : 1)
     causal_attention_tc_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                                const bf16_t* __restrict__ v, bf16_t* __restrict__ out, int S, int nh, int nkv, int hd,
                                float scale_log2) {
-  using Shape = TcShape<HD>;
+  using Shape = TcShape<HD, M>;
   constexpr int MT = Shape::MT, BM = Shape::BM, LD = Shape::LD, BN = kTcBN;
   constexpr int CPR = HD / 8;  // 16-byte chunks per shared row
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -267,14 +272,16 @@ __global__ void __launch_bounds__(kTcThreads, HD <= 128 ? 2 : 1)
     }
 }
 
-template <int HD>
+template <int HD, int M>
 void launch_tc(const CausalAttentionArgs& a, cudaStream_t s) {
-  using Shape = TcShape<HD>;
-  const auto kernel = causal_attention_tc_kernel<HD>;
+  using Shape = TcShape<HD, M>;
+  const auto kernel = causal_attention_tc_kernel<HD, M>;
   // Per device and cheap; legal inside stream capture (it is not a stream operation).
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Shape::smem_bytes));
   if (e != cudaSuccess)
-    throw std::runtime_error(std::string("causal_attention: cudaFuncSetAttribute failed: ") + cudaGetErrorString(e));
+    throw std::runtime_error("causal_attention: cannot allow " + std::to_string(Shape::smem_bytes) +
+                             " bytes of shared memory a CTA (head_dim " + std::to_string(a.hd) +
+                             "): " + cudaGetErrorString(e));
   const dim3 grid(unsigned(a.nh * a.B), unsigned((a.S + Shape::BM - 1) / Shape::BM));
   kernel<<<grid, kTcThreads, Shape::smem_bytes, s>>>(static_cast<const bf16_t*>(a.q), static_cast<const bf16_t*>(a.k),
                                                       static_cast<const bf16_t*>(a.v), static_cast<bf16_t*>(a.out),
@@ -384,7 +391,10 @@ void launch_cc(const CausalAttentionArgs& a, cudaStream_t s) {
   const size_t smem = cc_smem_bytes(a.hd);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess)
-    throw std::runtime_error(std::string("causal_attention: cudaFuncSetAttribute failed: ") + cudaGetErrorString(e));
+    throw std::runtime_error("causal_attention: cannot allow " + std::to_string(smem) +
+                             " bytes of shared memory a CTA (head_dim " + std::to_string(a.hd) +
+                             "; this GPU allows fewer: kernels/heuristics.h, smem_per_block): " +
+                             cudaGetErrorString(e));
   const dim3 grid(unsigned(a.nh * a.B), unsigned((a.S + kCcBM - 1) / kCcBM));
   kernel<<<grid, kCcThreads, smem, s>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
                                         static_cast<const T*>(a.v), static_cast<T*>(a.out), int(a.S), int(a.nh),
@@ -403,10 +413,12 @@ void causal_attention_forward(const CausalAttentionArgs& a, void* stream) {
   const bool aligned = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.out);
   if (!a.bf16) launch_cc<float>(a, s);
   else if (!aligned) launch_cc<bf16_t>(a, s);
-  else if (a.hd <= 32) launch_tc<32>(a, s);
-  else if (a.hd <= 64) launch_tc<64>(a, s);
-  else if (a.hd <= 128) launch_tc<128>(a, s);
-  else launch_tc<256>(a, s);
+  else if (const int mt = heuristics::causal_m_tiles(device_traits(), a.hd); mt == 0) launch_cc<bf16_t>(a, s);
+  else if (a.hd <= 32) launch_tc<32, 2>(a, s);  // 2 m tiles fit every device up to head_dim 64
+  else if (a.hd <= 64) launch_tc<64, 2>(a, s);
+  else if (a.hd <= 128 && mt == 2) launch_tc<128, 2>(a, s);
+  else if (a.hd <= 128) launch_tc<128, 1>(a, s);
+  else launch_tc<256, 1>(a, s);
   check_launch("causal_attention_forward");
 }
 

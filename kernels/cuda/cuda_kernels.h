@@ -228,7 +228,8 @@ void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* label
 // ceil(min(anchor, S) / key_tile) + 1, as on the CPU (the kernels' own tiles are internal).
 // Two kernel versions, equal up to bf16 rounding and each deterministic (the same call gives the
 // same bits): v1, mma.sync (any supported shape: the portable kernels); v2, wgmma (sm_90a: bf16 q,
-// k, v and dout with hd <= 128 on a compute capability 9.0 device; elsewhere v1 runs). What a call
+// k, v and dout with hd <= 128 on a compute capability 9.0 device, in a build with the Hopper
+// kernels and runtime.kernels = "auto"; elsewhere v1 runs). What a call
 // runs, v2's dk/dv and dq modes and its TMA loads included, is kernels/heuristics.h's choice for
 // the device and the dims (dflash_attention_*_choice below). v2 runs fastest when each sequence's
 // anchors are sorted ascending (the data pipeline's order); any order gives the same results.

@@ -29,8 +29,9 @@ constexpr int kMaxSmem = 227 * 1024;  // opt-in dynamic shared memory per block 
 template <int HDP>
 constexpr int row_stride() { return HDP + 8; }  // bf16 elements per shared-memory tile row
 
-// Tile sizes chosen so that the kernels' shared memory fits (asserted where they are used).
-// Forward and dq: KT keys per tile; dk/dv: RC query rows per chunk.
+// Tile sizes chosen so that the kernels' shared memory fits 9.0's (asserted where they are used).
+// Forward and dq: KT keys per tile; dk/dv: RC query rows per chunk. dq takes half its KT where the
+// device has less shared memory (kernels/heuristics.h, portable_dq_keys).
 template <int HDP>
 constexpr int forward_key_tile() { return HDP <= 128 ? 64 : 32; }
 template <int HDP, int NP>
@@ -83,7 +84,9 @@ void allow_smem(Kernel kernel, int bytes, const char* what) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string(what) + ": cannot allow " + std::to_string(bytes) +
-                             " bytes of shared memory: " + cudaGetErrorString(e));
+                             " bytes of shared memory a CTA (more than this GPU allows: kernels/heuristics.h, "
+                             "smem_per_block; bf16 with head_dim up to 128 fits every GPU of compute capability 8.0 "
+                             "on): " + cudaGetErrorString(e));
 }
 
 __device__ __forceinline__ int64_t clamp_anchor(int32_t raw, int64_t S) {
@@ -342,9 +345,16 @@ __device__ __forceinline__ void stage_strided2(bf16_t* dst0, bf16_t* dst1, int r
 // dflash_attention_*_sm90.cu (sm_90a): version 2 of the kernels, for bf16 q, k, v (and dout) with
 // hd <= 128 on a compute capability 9.0 device. Each returns false, launching nothing, where it
 // does not apply (the caller then runs version 1). Their modes and loads: kernels/heuristics.h.
+// A build without them (DFLASH_CUDA_ARCHS without 90a) has these stand-ins, which never apply.
 namespace dflash::kernels::cuda::sm90 {
+#ifdef DFLASH_SM90_KERNELS
 bool forward(const DflashAttentionForward& a, void* stream);
 bool backward(const DflashAttentionBackward& a, void* stream);
 // Bytes of scratch the fused backward needs for dims d with dq asked for (0 when it will not run).
 int64_t backward_scratch_bytes(const DflashAttentionDims& d, bool bf16);
+#else
+inline bool forward(const DflashAttentionForward&, void*) { return false; }
+inline bool backward(const DflashAttentionBackward&, void*) { return false; }
+inline int64_t backward_scratch_bytes(const DflashAttentionDims&, bool) { return 0; }
+#endif
 }  // namespace dflash::kernels::cuda::sm90

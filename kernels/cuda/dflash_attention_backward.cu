@@ -411,15 +411,29 @@ __global__ void __launch_bounds__(kMaxThreads) attention_dkdv_kernel(BackwardPar
   }
 }
 
-template <int HDP, int NP>
-void launch_dq(const BackwardParams& p, unsigned grid, int threads, cudaStream_t s) {
-  constexpr int KT = dq_key_tile<HDP, NP>();
+template <int HDP, int NP, int KT>
+void launch_dq_tiles(const BackwardParams& p, unsigned grid, int threads, cudaStream_t s) {
   constexpr int smem = dq_smem_bytes<HDP, NP, KT>();
   static_assert(smem <= kMaxSmem, "dflash attention dq: shared memory exceeds the sm_90 limit");
+  static_assert(size_t(smem) == heuristics::portable_dq_smem(HDP, NP == 1, KT), "the rules' dq bytes are these");
   auto kernel = attention_dq_kernel<HDP, NP, KT>;
   allow_smem(kernel, smem, "dflash_attention_backward: dq");
   kernel<<<grid, threads, smem, s>>>(p);
   check_launch("dflash_attention_backward: dq");
+}
+
+// The key tile kernels/heuristics.h's portable_dq_keys chose for this device: the widest, or half.
+template <int HDP, int NP>
+void launch_dq(const BackwardParams& p, unsigned grid, int threads, int keys, cudaStream_t s) {
+  constexpr int KT = dq_key_tile<HDP, NP>();
+  if (keys == KT) return launch_dq_tiles<HDP, NP, KT>(p, grid, threads, s);
+  if constexpr (KT >= 32)
+    if (keys == KT / 2) return launch_dq_tiles<HDP, NP, KT / 2>(p, grid, threads, s);
+  constexpr int narrowest = dq_smem_bytes<HDP, NP, KT >= 32 ? KT / 2 : KT>();
+  throw std::runtime_error("dflash_attention_backward: dq at head_dim " + std::to_string(p.G.hd) + " in " +
+                           (NP == 1 ? "bf16" : "f32") + " needs " + std::to_string(narrowest) +
+                           " bytes of shared memory a CTA or more, beyond what this GPU allows (kernels/heuristics.h, "
+                           "smem_per_block): run it in bf16, or on a GPU of compute capability 9.0 or 10.x");
 }
 
 template <int HDP, int NP, int WANT>
@@ -446,8 +460,9 @@ void launch_dkdv(const BackwardParams& p, unsigned grid, cudaStream_t s) {
 }
 
 template <int HDP, int NP>
-void launch_backward(const BackwardParams& p, unsigned dq_grid, int dq_threads, unsigned dkdv_grid, cudaStream_t s) {
-  if (p.dq) launch_dq<HDP, NP>(p, dq_grid, dq_threads, s);
+void launch_backward(const BackwardParams& p, unsigned dq_grid, int dq_threads, int dq_keys, unsigned dkdv_grid,
+                     cudaStream_t s) {
+  if (p.dq) launch_dq<HDP, NP>(p, dq_grid, dq_threads, dq_keys, s);
   if (p.dk || p.dv) launch_dkdv<HDP, NP>(p, dkdv_grid, s);
 }
 
@@ -488,15 +503,16 @@ void dflash_attention_backward(const DflashAttentionBackward& a, void* stream) {
   const unsigned dq_grid = unsigned(G.B * G.N * G.nkv * chunks);
   const unsigned dkdv_grid = unsigned(G.B * G.nkv * ((G.S + kKeyTile - 1) / kKeyTile) +
                                       G.B * G.N * G.nkv * ((G.bs + kKeyTile - 1) / kKeyTile));
+  const int dq_keys = heuristics::portable_dq_keys(device_traits(), G.hd, a.bf16);
   const int64_t hdp = G.hd <= 64 ? 64 : (G.hd <= 128 ? 128 : 256);
   if (a.bf16) {
-    if (hdp == 64) launch_backward<64, 1>(p, dq_grid, 32 * warps, dkdv_grid, s);
-    else if (hdp == 128) launch_backward<128, 1>(p, dq_grid, 32 * warps, dkdv_grid, s);
-    else launch_backward<256, 1>(p, dq_grid, 32 * warps, dkdv_grid, s);
+    if (hdp == 64) launch_backward<64, 1>(p, dq_grid, 32 * warps, dq_keys, dkdv_grid, s);
+    else if (hdp == 128) launch_backward<128, 1>(p, dq_grid, 32 * warps, dq_keys, dkdv_grid, s);
+    else launch_backward<256, 1>(p, dq_grid, 32 * warps, dq_keys, dkdv_grid, s);
   } else {
-    if (hdp == 64) launch_backward<64, 2>(p, dq_grid, 32 * warps, dkdv_grid, s);
-    else if (hdp == 128) launch_backward<128, 2>(p, dq_grid, 32 * warps, dkdv_grid, s);
-    else launch_backward<256, 2>(p, dq_grid, 32 * warps, dkdv_grid, s);
+    if (hdp == 64) launch_backward<64, 2>(p, dq_grid, 32 * warps, dq_keys, dkdv_grid, s);
+    else if (hdp == 128) launch_backward<128, 2>(p, dq_grid, 32 * warps, dq_keys, dkdv_grid, s);
+    else launch_backward<256, 2>(p, dq_grid, 32 * warps, dq_keys, dkdv_grid, s);
   }
 }
 

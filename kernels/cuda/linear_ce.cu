@@ -4,7 +4,7 @@
 // written over the logits) or dlogits (backward when the lm_head needs its gradient, followed by
 // the dh and dweight GEMMs). Every reduction is in f32 and has a fixed order. In training the row
 // kernel reads the logits once where a cluster of up to 8 CTAs can hold a row in shared memory
-// (kernels/heuristics.h, ce_rows: bf16, V a multiple of 8 C, compute capability 9.0), else twice
+// (kernels/heuristics.h, ce_rows: bf16, V a multiple of 8 C, the Hopper kernels), else twice
 // (one block a row). It stays bandwidth-bound only if a
 // logit costs a few instructions: exp(x - m) is ex2.approx((x - m) * log2e), an FADD, an FMUL and
 // an MUFU (x - m as exact as in expf(x - m), so logits near 1e4 lose nothing; relative error about
@@ -192,7 +192,6 @@ __global__ void ce_rows_forward_kernel(const T* logits, const int32_t* labels, c
 // before the cluster barrier: after it other CTAs overwrite the logits (dlogits aliases them).
 // Other sums than ce_rows_forward_kernel's (the thread-to-pack map differs), the same bits run to run.
 constexpr int kSliceThreads = 256;
-constexpr int kSliceWarps = kSliceThreads / 32;
 
 struct SlicePartial {
   SoftmaxState st;
@@ -200,16 +199,21 @@ struct SlicePartial {
   int first_is_nan;   // rank 0: column 0 is NaN
 };
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // cluster barriers: compute capability 9.0 on
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+#endif
 
 __global__ void __launch_bounds__(kSliceThreads, 5)
     ce_rows_slice_kernel(const bf16_t* logits, const int32_t* labels, const float* weights, int64_t V, int64_t S,
                          float* lse, float* ce, int32_t* argmax, bf16_t* dlogits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // no clusters before compute capability 9.0: kernels/heuristics.h's ce_rows never launches it
+#else
   extern __shared__ uint4 slice[];  // S / 8 packs of this CTA's columns
-  __shared__ SoftmaxState sh[kSliceWarps];
+  __shared__ SoftmaxState sh[kSliceThreads / 32];
   __shared__ SlicePartial part;
   __shared__ float s_lse;
   cg::cluster_group cluster = cg::this_cluster();
@@ -269,6 +273,7 @@ __global__ void __launch_bounds__(kSliceThreads, 5)
     store_pack(reinterpret_cast<bf16_t*>(d + p), g);
   }
   cluster_wait();  // no CTA leaves while another may still read its part
+#endif
 }
 
 // loss[0] = sum over chunks of float(sum_r weights[r] * ce[r]), each chunk's sum in double:

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_traits.h"
 #include "runtime/error.h"
 
 namespace dflash::cuda_backend {
@@ -60,6 +61,8 @@ kernels::heuristics::Device device_traits(int index) {
   check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, index), "cudaDeviceGetAttribute");
   return d;
 }
+
+void set_portable_kernels(bool portable) { kernels::cuda::portable_kernels().store(portable); }
 
 void* create_stream(int index, bool greatest_priority) {
   set_device(index);

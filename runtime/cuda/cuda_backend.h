@@ -13,8 +13,11 @@ void set_device(int index);
 size_t free_memory(int index);
 size_t total_memory(int index);
 const char* device_name(int index);
-// Compute capability and SM count of device `index`, as kernels/heuristics.h takes them.
+// Compute capability and SM count of device `index`, as kernels/heuristics.h takes them (the build's
+// and the config's part of the rules' device: runtime/kernel_paths.h's rules_device).
 kernels::heuristics::Device device_traits(int index);
+// runtime.kernels = "portable" for every launch of the process (runtime/kernel_paths.h sets it).
+void set_portable_kernels(bool portable);
 
 // A non-blocking stream at the device's least priority, or its greatest (the overlapped gradient
 // reduction: its NCCL kernels take SMs ahead of the backward's kernels as those retire).
