@@ -40,6 +40,8 @@
 # them read twice and once), clocks (the offline and online steps and the target under nvidia-smi's clock and power
 # samples, scripts/gpu-clocks.sh), profile-online (the online step's table, target + drafter, --arena-gb=7), profile-1024 (qwen3-8b 1024:128 alone), fusion-ab (the target's
 # fused norms against DFLASH_TARGET_FUSION=off, same call), bench-small, bench-qwen3-8b, bench-long, bench-spec,
+# bench-generate (batched decoding's step at Qwen3-8B dims, batch 32 and 128), sanitize-generate (its kernels under
+# the four tools),
 # bench-tuned (bench-qwen3-8b's checkpointed buckets with --gemm-tuning), recompute (qwen3-8b
 # 4096:512 under forced recompute choices and arena budgets), bench-4096
 # (4096:512 with the arena that keeps the peak within 22.7 GiB, then the default),
@@ -80,7 +82,8 @@ if [ -f .deps/commit ]; then echo "commit $(cat .deps/commit)"; else git log -1 
 san_excluded='*a turn that never comes*'
 # The steps whose runs under each tool make up the sanitizer coverage (inventory-tools lists their kernels).
 sanitizer_steps=(memcheck racecheck synccheck initcheck racecheck-dkdv sanitize-ws sanitize-dkdv-ws sanitize-fused-dq
-  sanitize-wide sanitize-spec sanitize-fused sanitize-tma sanitize-ce racecheck-ce sanitize-new initcheck-graph sanitize-ops)
+  sanitize-wide sanitize-spec sanitize-fused sanitize-tma sanitize-ce racecheck-ce sanitize-new initcheck-graph sanitize-ops
+  sanitize-generate)
 # sanitize-ops's cases (a doctest filter splits at commas, hence "?")
 ops_suites='gpu-ops,gpu-kernels,gpu-misc,gpu-spec,gpu-optimizer'
 ops_cases='add? mul? scale*,embedding: CUDA*,rmsnorm: CUDA equals CPU*,concat*,sum and mean*,cast*,drop_group_heads*'
@@ -396,6 +399,13 @@ for s in "${steps[@]}"; do
       --steps=20 --arena-gb=2.49 && ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20" ;;
     bench-spec) step bench-spec timeout 500 ./build/dflash-bench spec --cuda --model=qwen3-8b --context=1024 \
       --context=4096 --steps=20 ;;
+    bench-generate) step bench-generate timeout 500 ./build/dflash-bench generate --cuda --model=qwen3-8b \
+      --batch=32 --batch=128 --context=512 --context=2048 --steps=20 ;;
+    sanitize-generate)  # batched decoding's kernels (slot attention, scatter, gather, control, keyed draws)
+      # under all four tools; the Qwen3-8B-dims timing case excluded (minutes under a sanitizer)
+      for tool in memcheck racecheck synccheck initcheck; do
+        step "sanitize-generate-$tool" san "$tool" 300 'gpu-generate' --test-case-exclude='the decode step at Qwen3-8B*'
+      done ;;
     bench-long) step bench-long timeout 500 ./build/dflash-bench step --cuda --model=qwen3-8b --bucket=8192:512 \
       --bucket=16384:512 --bucket=32768:512 --bucket=65536:512 --steps=10 ;;
     anchors-small) step anchors-small timeout 500 env PYTHONUNBUFFERED=1 python3 .anchors/ref_dflash.py --modes compiled \
