@@ -105,7 +105,8 @@ void BatchGenerator::prefill_body() const {
   prefill_io_.stage_in();
   const Tensor hidden = dec_->pass(chunk_ids_, chunk_slot_, chunk_pos_);                       // (P, H)
   const generate::Entries e = generate::entries(chunk_ends_, chunk_slot_, chunk_pos_);
-  const Tensor logits = ops::linear_rowwise(ops::gather_rows(hidden, chunk_ends_), target_.lm_head(), DType::f32);  // (S, V)
+  const Tensor last = ops::gather_rows(hidden, chunk_ends_);                                   // (S, H)
+  const Tensor logits = ops::linear_rowwise(last, target_.lm_head(), DType::f32);               // (S, V)
   generate::commit(state_, e, choose(logits, e.slot, e.pos), prefill_result_);
   prefill_io_.stage_out();
 }
@@ -201,6 +202,9 @@ void BatchGenerator::run(const std::vector<GenerateRequest>& requests, const std
     field(s, f::active) = 0;
     return true;
   };
+  // Every slot starts free, whatever an earlier run (or a timing fill) left in the state.
+  for (int64_t s = 0; s < S; ++s) field(s, f::active) = 0;
+  write_state();
   size_t next = 0;
   int64_t active = 0;
   while (true) {

@@ -96,7 +96,9 @@ TEST_SUITE("gpu-generate") {
     const int64_t S = 6, P = 10;
     std::vector<int32_t> state = ints(size_t(S * generate::kGenerateSlotFields), 1, 0, 50);
     for (int64_t s = 0; s < S; ++s) state[size_t(s * generate::kGenerateSlotFields + generate::slot_field::active)] = s % 2;
-    const std::vector<int32_t> rows = {3, -1, 9, 11, 0, 5}, slot = ints(size_t(P), 2, -1, 5), pos = ints(size_t(P), 3, -1, 40);
+    // The entries' rows (3, 9, 0, 5; -1 and 11 name none) hold distinct slots, as a prefill chunk's do.
+    const std::vector<int32_t> rows = {3, -1, 9, 11, 0, 5}, slot = {4, 1, 2, 0, 5, 3, 1, -1, 0, 2};
+    const std::vector<int32_t> pos = ints(size_t(P), 3, -1, 40);
     const std::vector<int32_t> chosen = ints(size_t(S), 4, 0, 100);
     std::vector<int32_t> out[2][6];
     for (bool gpu : {false, true}) {

@@ -109,7 +109,8 @@ void wait_for_synthetic_target(const Config& cfg) {
 GenerateSummary run_generate(const Config& given, const GenerateCommandOptions& o) {
   const LaunchInfo launch = o.launch ? *o.launch : launch_for_generate();
   const int rank = launch.rank, world = launch.world;
-  const std::string tag = world > 1 ? "generate[rank " + std::to_string(rank) + "/" + std::to_string(world) + "]" : "generate";
+  const std::string tag =
+      world > 1 ? "generate[rank " + std::to_string(rank) + "/" + std::to_string(world) + "]" : "generate";
   auto say = [&](const std::string& s) {
     std::printf("%s: %s\n", tag.c_str(), s.c_str());
     std::fflush(stdout);
@@ -160,7 +161,8 @@ GenerateSummary run_generate(const Config& given, const GenerateCommandOptions& 
   say(std::to_string(prompts.size()) + " prompts in " + o.prompts.string() +
       (world > 1 ? "; this rank's share " + std::to_string(sum.share) : "") + "; " + std::to_string(sum.skipped) +
       " already written, " + std::to_string(todo.size()) + " to generate; max_new_tokens " +
-      std::to_string(g.max_new_tokens) + ", stop ids " + (stop.empty() ? stop_source : json(stop).dump() + " (" + stop_source + ")") +
+      std::to_string(g.max_new_tokens) + ", stop ids " +
+      (stop.empty() ? stop_source : json(stop).dump() + " (" + stop_source + ")") +
       ", " + (sampled ? "sampled (temperature " + fixed(g.temperature, 3) + ", top_p " + fixed(g.top_p, 3) +
                             ", top_k " + std::to_string(g.top_k) + ", seed " + std::to_string(g.seed) + ")"
                       : std::string("greedy")));
@@ -191,7 +193,8 @@ GenerateSummary run_generate(const Config& given, const GenerateCommandOptions& 
         (cfg.runtime.graphs ? ", recorded programs" : ", eager") + "; appending to " + mine.string());
     GenerateAppender out(mine, header);
     std::vector<GenerateRequest> requests;
-    for (const GeneratePrompt* p : todo) requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(g.seed, p->key)});
+    for (const GeneratePrompt* p : todo)
+      requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(g.seed, p->key)});
     const auto t0 = Clock::now();
     auto last_line = t0;
     auto progress = [&](bool force) {

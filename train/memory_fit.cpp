@@ -97,7 +97,8 @@ PersistentNeed generate_need(const GenerateShape& g) {
   need.parts.push_back({"target weights", target_bytes(t, compute, 0)});
   need.parts.push_back({"KV caches (" + std::to_string(g.slots) + " slots x " + std::to_string(g.capacity) +
                             " positions x " + std::to_string(t.num_hidden_layers) + " layers)",
-                        product({2, t.num_hidden_layers, g.slots, g.capacity, t.num_key_value_heads, t.head_dim, compute})});
+                        product({2, t.num_hidden_layers, g.slots, g.capacity, t.num_key_value_heads, t.head_dim,
+                                 compute})});
   // The slot state, the step's result, and the prefill chunk's inputs and result, each with a host copy.
   need.parts.push_back({"static inputs and outputs and their host copies",
                         sum({product({2, 4, g.slots, 8 + 2}), product({2, 4, g.prefill_chunk, 3})})});

@@ -117,7 +117,8 @@ void gather_rows(const void* src, int64_t n, const int32_t* index, int64_t m, vo
   const int64_t units = int64_t(row_bytes) / u;
   const unsigned blocks = blocks_for(m * units, kThreads);
   if (u == 16)
-    gather_kernel<<<blocks, kThreads, 0, s>>>(static_cast<const uint4*>(src), n, index, m, static_cast<uint4*>(out), units);
+    gather_kernel<<<blocks, kThreads, 0, s>>>(static_cast<const uint4*>(src), n, index, m, static_cast<uint4*>(out),
+                                             units);
   else if (u == 4)
     gather_kernel<<<blocks, kThreads, 0, s>>>(static_cast<const uint32_t*>(src), n, index, m,
                                              static_cast<uint32_t*>(out), units);

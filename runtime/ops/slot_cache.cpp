@@ -24,7 +24,8 @@ void refuse_grad(const char* op, std::initializer_list<const Tensor*> ts) {
 void check_index(const char* op, const Tensor& t, int64_t n, const char* role) {
   DF_CHECK(t.defined(), op << ": " << role << " is undefined; pass an i32 [" << n << "] tensor on the device");
   check_dtype(op, t, DType::i32, role);
-  DF_CHECK(t.ndim() == 1 && t.dim(0) == n, op << ": " << role << " is " << t.describe() << " but must be i32 [" << n << "]");
+  DF_CHECK(t.ndim() == 1 && t.dim(0) == n,
+           op << ": " << role << " is " << t.describe() << " but must be i32 [" << n << "]");
 }
 
 }  // namespace
@@ -108,7 +109,8 @@ void scatter_slot_rows_(const Tensor& cache, const Tensor& src, const Tensor& sl
     return;
   }
 #ifdef DFLASH_CUDA
-  if (void* st = ctx().cuda_stream_for_launch()) kernels::cuda::scatter_slot_rows(pc, S, C, psrc, n, ps, pp, row_bytes, st);
+  if (void* st = ctx().cuda_stream_for_launch())
+    kernels::cuda::scatter_slot_rows(pc, S, C, psrc, n, ps, pp, row_bytes, st);
 #else
   no_cuda_kernel(kOp);
 #endif
