@@ -1,4 +1,4 @@
-// Shared pieces of dflash-bench's commands: random fills, ../shared/BENCH.md's shapes and FLOP
+// Shared pieces of dflash-bench's commands: random fills, docs/BENCH.md's shapes and docs/MODEL.md's FLOP
 // counts, and the random target at real dims that the target and online benchmarks use.
 #pragma once
 #include <cstdint>
@@ -17,7 +17,7 @@
 
 namespace dflash {
 
-// The drafters of ../shared/BENCH.md ("small", "qwen3-8b") and a CI-sized one ("tiny").
+// The drafters of docs/BENCH.md, "The configurations" ("small", "qwen3-8b") and a CI-sized one ("tiny").
 DrafterSpec bench_spec(const std::string& model);
 // N(0, std^2) values, one random block tiled over the tensor (fast for 10^9 elements; never zeros).
 void fill_random(const Tensor& t, uint64_t seed, float std);

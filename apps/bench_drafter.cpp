@@ -1,5 +1,5 @@
 // dflash-bench step: the DFlash drafter's training step (forward + backward + optimizer) on the
-// shapes of ../shared/BENCH.md, recorded and replayed, with random bf16 target features already on
+// shapes of docs/BENCH.md, recorded and replayed, with random bf16 target features already on
 // the device (the target forward is not timed). Reports startup, median step time, TFLOP/s
 // counted the way the anchors count, and memory.
 #include <algorithm>
@@ -42,7 +42,7 @@ DrafterSpec bench_spec(const std::string& model) {
     s.hidden_size = 64, s.intermediate_size = 128, s.num_hidden_layers = 2;
     s.num_attention_heads = 4, s.num_key_value_heads = 2, s.head_dim = 16;
   } else {
-    DF_FAIL("--model=" << model << ": use small or qwen3-8b (../shared/BENCH.md), or tiny (a CI-sized drafter)");
+    DF_FAIL("--model=" << model << ": use small or qwen3-8b (docs/BENCH.md), or tiny (a CI-sized drafter)");
   }
   return s;
 }
@@ -71,7 +71,7 @@ void fill_random(const Tensor& t, uint64_t seed, float std) {
 
 namespace {
 
-// FLOPs of one step as ../shared/BENCH.md counts them.
+// FLOPs of one step as docs/MODEL.md, "FLOP counting", counts them.
 double step_flops(const DrafterSpec& s, const Bucket& b, const std::vector<int32_t>& anchors) {
   const double B = double(b.batch), S = double(b.seq), N = double(b.anchors), bs = double(s.block_size);
   const double T = N * bs, H = double(s.hidden_size), I = double(s.intermediate_size), V = double(s.vocab_size);

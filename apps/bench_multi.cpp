@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "apps/bench.h"
+#include "dist/comm.h"
+#include "dist/launch.h"
 #include "graphs/engine.h"
 #include "graphs/overlap.h"
 #include "graphs/update.h"
 #include "graphs/worker.h"
-#include "runtime/comm.h"
-#include "runtime/launch.h"
 #include "train/bucket_step.h"
 #include "train/cluster.h"
 #ifdef DFLASH_CUDA

@@ -28,7 +28,7 @@ struct SpecBenchModel {
   DrafterSpec drafter;
 };
 
-// qwen3-8b: Qwen3-8B's dims and the qwen3-8b drafter of ../shared/BENCH.md (5 layers, block 16);
+// qwen3-8b: Qwen3-8B's dims and the qwen3-8b drafter of docs/BENCH.md (5 layers, block 16);
 // small: a few-MB model for a quick check on the CPU.
 SpecBenchModel bench_model(const std::string& name) {
   SpecBenchModel m;

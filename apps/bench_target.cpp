@@ -1,5 +1,5 @@
 // dflash-bench target: the frozen target's forward (random weights at Qwen3-8B dims, all layers as
-// ../shared/anchors/ref_target.py runs them, and only up to the deepest layer the drafter reads,
+// the target anchor (ref_target.py) runs them, and only up to the deepest layer the drafter reads,
 // which is what online training runs), recorded once per length and replayed; median of replays.
 #include <algorithm>
 #include <cstdio>

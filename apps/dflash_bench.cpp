@@ -1,7 +1,7 @@
 // dflash-bench: measured figures. `workers` times the toy model's recorded train+update step on
 // 1 and 2 CPU worker threads (throughput must scale: nothing on the replay path takes a global
 // lock); `toy` times replay of the toy model's step on one device (CUDA when available); `step`
-// times the DFlash drafter's step on ../shared/BENCH.md's shapes (apps/bench_drafter.cpp);
+// times the DFlash drafter's step on docs/BENCH.md's shapes (apps/bench_drafter.cpp);
 // `attention` times the DFlash attention kernels, version 1 against version 2 (apps/bench_attention.cpp);
 // `multi` times the step on several GPUs through NCCL (apps/bench_multi.cpp); `gemms` times each GEMM
 // shape of a step with cuBLAS's algorithm and cuBLASLt's candidates (apps/bench_gemms.cpp).
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "apps/bench.h"
+#include "dist/comm.h"
 #include "graphs/worker.h"
-#include "runtime/comm.h"
 #include "train/toy_worker.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
                  "       dflash-bench step [--cuda] --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--steps=N]\n"
                  "                         [--no-checkpointing] [--online] [--arena-gb=G] [--recompute=F+P] [--chunk-rows=N]\n"
                  "                         [--gemm-tuning] (time cuBLASLt's algorithms per GEMM shape at startup)\n"
-                 "                         the DFlash drafter step of ../shared/BENCH.md (--recompute: F layers\n"
+                 "                         the DFlash drafter step of docs/BENCH.md (--recompute: F layers\n"
                  "                         recomputed entirely, P in part, forced; else fitted to the arena)\n"
                  "                         (--online: the frozen target's forward at Qwen3-8B dims runs in the step)\n"
                  "       dflash-bench target [--cuda] [--model=qwen3-8b] [--seq=S ...] [--steps=N]   the target's forward\n"

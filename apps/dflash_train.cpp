@@ -1,4 +1,4 @@
-// dflash-train: the command line (DFLASH.md, "User interface").
+// dflash-train: the command line (docs/USER_GUIDE.md; every key: docs/config.md).
 //   dflash-train [train] --config FILE [--section.key=value ...]
 //   dflash-train prepare --config FILE [...]       JSONL -> validated token shards
 //   dflash-train hidden --config FILE [...]        target features -> hidden-state shards (offline mode)

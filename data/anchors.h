@@ -1,5 +1,5 @@
-// Anchors (DFLASH.md "Anchors"): the positions whose draft blocks are trained, sampled per sequence
-// with a seeded RNG, and the staging of a micro-batch into a program's static input arrays.
+// Anchors (docs/MODEL.md, "Anchors and blocks"): the positions whose draft blocks are trained,
+// sampled per sequence with a seeded RNG, and the staging of a micro-batch into a program's static input arrays.
 #pragma once
 #include <cstdint>
 #include <random>

@@ -1,6 +1,6 @@
 // Screening a data set at load, before startup: the sequences that cannot train anything (no valid
-// anchor once staged into their bucket, DFLASH.md "Anchors") and how often drafter.mask_token_id
-// occurs in the data (the drafter then cannot tell the mask from that token).
+// anchor once staged into their bucket: docs/MODEL.md, "Anchors and blocks") and how often
+// drafter.mask_token_id occurs in the data (the drafter then cannot tell the mask from that token).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm.h"
+#include "dist/comm.h"
 #include "runtime/optimizer.h"
 
 namespace dflash {

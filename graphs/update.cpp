@@ -19,7 +19,7 @@ UpdateStep::UpdateStep(AdamWOptimizer& optimizer, const ParameterStore& params, 
     record_host_ = static_cast<uint8_t*>(io_.staging("record").raw());
     records_host_ = static_cast<const uint8_t*>(io_.result("records").raw());
   }
-  if (world_ > 1) optimizer_.prepare_distributed(world_);
+  if (world_ > 1) distributed_.emplace(optimizer_, world_);
 }
 
 void UpdateStep::body() const {
@@ -27,7 +27,7 @@ void UpdateStep::body() const {
     io_.stage_in();
     all_gather_(opt_.comm, record_, records_, opt_.rank);
   }
-  if (world_ > 1) optimizer_.update_distributed(grad_scale_, stats_, opt_.comm, opt_.rank, opt_.grads_reduced);
+  if (distributed_) distributed_->update(grad_scale_, stats_, opt_.comm, opt_.rank, opt_.grads_reduced);
   else optimizer_.update(grad_scale_, stats_);
   io_.stage_out();
 }

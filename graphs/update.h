@@ -4,8 +4,11 @@
 // 1/(micro-batches x ranks), clip by the norm summed from per-slice sums, AdamW, zero the
 // gradients, step + 1, and write {grad norm, lr} for the host.
 #pragma once
+#include <optional>
+
+#include "dist/comm.h"
+#include "dist/optimizer_distributed.h"
 #include "graphs/static_io.h"
-#include "runtime/comm.h"
 #include "runtime/optimizer.h"
 
 namespace dflash {
@@ -37,6 +40,7 @@ class UpdateStep {
  private:
   AdamWOptimizer& optimizer_;
   const ParameterStore& params_;
+  std::optional<DistributedAdamW> distributed_;  // the update over ranks when world > 1
   UpdateOptions opt_;
   int world_ = 1;
   float grad_scale_;

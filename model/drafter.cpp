@@ -178,7 +178,8 @@ DrafterOutputs Drafter::forward(const DrafterInputs& in, Recompute recompute, in
   }
   out.output = ops::rmsnorm(h, p.get("norm.weight"), eps);  // (B, T, H)
   Tensor weights = ops::normalize_weights(prep.lw.reshape({B * T}));
-  // Slot 0 of every block has weight 0 (DFLASH.md), so the lm_head runs over slots 1..bs-1 only:
+  // Slot 0 of every block has weight 0 (docs/MODEL.md, "Loss weights and the loss"), so the
+  // lm_head runs over slots 1..bs-1 only:
   // (B*N*(bs-1), H). Per slot, ce and argmax are put back at [B*T] with slot 0's ce 0, argmax -1.
   const int64_t bs = spec_.block_size;
   ops::LinearCrossEntropy ce = ops::linear_cross_entropy(

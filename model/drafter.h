@@ -1,4 +1,4 @@
-// The DFlash drafter (DFLASH.md, "The drafter forward"): context features from the target's
+// The DFlash drafter (docs/MODEL.md, "The drafter forward"): context features from the target's
 // layers, noise blocks embedded with the target's frozen embedding, layers of block-sparse
 // attention over [context; draft] plus a SiLU-gated MLP, a final norm, and the fused frozen
 // lm_head cross-entropy with DFlash's loss weights. One recompute segment per layer.

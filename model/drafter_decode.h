@@ -1,4 +1,4 @@
-// The drafter's inference forward (DFLASH.md, "Speculative decoding"): one block of bs tokens at
+// The drafter's inference forward (docs/MODEL.md, "Speculative decoding"): one block of bs tokens at
 // positions start .. start+bs-1 whose queries see the cached context K/V of positions 0..start-1
 // and the whole block, exactly training's mask for an anchor at `start` (the training attention
 // op with N = 1 and anchor = start). The context K/V of a position never changes once computed,

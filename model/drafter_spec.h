@@ -1,5 +1,6 @@
-// The DFlash drafter's dimensions (DFLASH.md) and its parameter list, with the exported tensor
-// names (no "model." prefix; embedding and lm_head belong to the target and are not listed).
+// The DFlash drafter's dimensions (docs/MODEL.md, "Names") and its parameter list, with the
+// exported tensor names (no "model." prefix; embedding and lm_head belong to the target and are not
+// listed).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,8 +36,8 @@ struct DrafterSpec {
 // layers.l.mlp.{gate,up,down}_proj.weight. Linear weights are [out, in].
 std::vector<ParamSpec> drafter_param_specs(const DrafterSpec& spec);
 
-// DFLASH.md's default L_ids: [L/2] for one drafter layer, else round(1 + i (L-4)/(n-1)) with
-// Python's round (ties to even), for i = 0..n-1.
+// The default L_ids (docs/MODEL.md, "Inputs of one sequence"): [L/2] for one drafter layer, else
+// round(1 + i (L-4)/(n-1)) with Python's round (ties to even), for i = 0..n-1.
 std::vector<int64_t> default_target_layer_ids(int64_t target_layers, int64_t drafter_layers);
 
 }  // namespace dflash

@@ -1,4 +1,4 @@
-// A Hugging Face target's config.json (Qwen3 or Llama, DFLASH.md "Target checkpoints"): the
+// A Hugging Face target's config.json (Qwen3 or Llama, docs/MODEL.md, "Files"): the
 // dimensions and rope the target forward needs, and rope's inverse frequencies computed like HF.
 #pragma once
 #include <cstdint>
@@ -36,7 +36,7 @@ const char* target_arch_name(TargetArch arch);  // "qwen3", "llama"
 TargetSpec read_target_spec(const std::filesystem::path& dir);
 
 // Rope's inverse frequencies f32 [head_dim/2], computed in f32 as transformers does:
-// 1 / theta^(2i/hd); for llama3 each is then rescaled by its wavelength 2pi/f (DFLASH.md).
+// 1 / theta^(2i/hd); for llama3 each is then rescaled by its wavelength 2pi/f (docs/MODEL.md, "Files").
 std::vector<float> rope_inv_freq(const TargetSpec& spec);
 
 }  // namespace dflash

@@ -1,5 +1,5 @@
-// Greedy speculative decoding with the target and a DFlash drafter, batch 1 (DFLASH.md,
-// "Speculative decoding with a trained drafter (greedy)"), and the target-alone baseline.
+// Greedy speculative decoding with the target and a DFlash drafter, batch 1 (docs/MODEL.md,
+// "Speculative decoding"), and the target-alone baseline.
 // Every pass is a program over fixed shapes, recorded at construction like training's (the
 // prefill chunk, the drafter's block, the verify block, the one-token step), over the target's
 // and drafter's KV caches and a device-side state; decoding only replays them, and the host

@@ -1,4 +1,4 @@
-// The control ops of greedy speculative decoding (DFLASH.md, "Speculative decoding"): small
+// The control ops of greedy speculative decoding (docs/MODEL.md, "Speculative decoding"): small
 // kernels that move the decode state between a recorded program's passes, so that a round never
 // waits for the host. The state is i32 [kSpecStateFields] on the device; its fields are
 // kernels::cpu::spec_state. No gradients.

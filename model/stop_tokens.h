@@ -1,5 +1,5 @@
 // The target's stop ids for decoding: config.json's eos_token_id, an int, a list of ints, or
-// null / absent for none (DFLASH.md, "Speculative decoding", step 3).
+// null / absent for none (docs/MODEL.md, "Speculative decoding", step 3).
 #pragma once
 #include <cstdint>
 #include <filesystem>

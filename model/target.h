@@ -1,5 +1,5 @@
 // The frozen target transformer (Qwen3 or Llama, forward only) loaded from a Hugging Face
-// directory: it produces the drafter's context features (DFLASH.md, "Inputs of one sequence"),
+// directory: it produces the drafter's context features (docs/MODEL.md, "Inputs of one sequence"),
 // and the logits used for greedy data generation. Also writes random targets for tests and the
 // tiny default job.
 #pragma once

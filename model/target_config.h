@@ -23,7 +23,7 @@ struct SyntheticTargetConfig {
 
 struct TargetConfig {
   std::filesystem::path path;  // Hugging Face directory (config.json + safetensors)
-  std::vector<int64_t> layer_ids;  // empty: DFLASH.md's default for the drafter's depth
+  std::vector<int64_t> layer_ids;  // empty: the default for the drafter's depth (docs/MODEL.md)
   SyntheticTargetConfig synthetic;
 };
 

@@ -1,4 +1,4 @@
-// The frozen target over a KV cache, for decoding (DFLASH.md, "Speculative decoding"): a causal
+// The frozen target over a KV cache, for decoding (docs/MODEL.md, "Speculative decoding"): a causal
 // pass over n new tokens on top of the cached positions (a prefill chunk, a verify block of bs,
 // or a one-token step) that appends their keys and values and returns their last hidden states
 // and the features of target.layer_ids. The cache length lives on the device (an i32 [1]), so

@@ -96,7 +96,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& h, const Tensor& weight, c
 Tensor drop_group_heads(const Tensor& x, int64_t period);
 Tensor with_group_heads(const Tensor& y, int64_t period, uint8_t fill_byte);
 
-// DFlash block-sparse attention (DFLASH.md, "The attention mask").
+// DFlash block-sparse attention (docs/MODEL.md, "The attention mask").
 //   q [B, T, nh, hd] with T = N*bs draft queries; k, v [B, S+T, nkv, hd] (context keys first,
 //   then the draft keys); anchors i32 [B, N]; keep i32 [B, N].
 //   Query block a sees context keys j < anchors[b,a] and the bs keys of its own block; with

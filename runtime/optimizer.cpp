@@ -121,13 +121,11 @@ AdamWOptimizer::AdamWOptimizer(ParameterStore& params, const OptimizerConfig& co
   lr_ = Tensor::persistent({1}, DType::f32, "optimizer.lr");
   norm_ = Tensor::persistent({1}, DType::f32, "optimizer.grad_norm");
   if (norm_.device().is_cuda()) partials_ = Tensor::persistent({1024}, DType::f32, "optimizer.norm_partials");
-  if (params.layout().world > 1)
-    slice_sums_ = Tensor::persistent({8 * int64_t(params.layout().world)}, DType::u8, "optimizer.slice_sums");
 }
 
 void AdamWOptimizer::update(float grad_scale, const Tensor& stats_out) {
   OpScope op("adamw");
-  DF_CHECK(!params_.sharded(), "adamw: a sharded parameter store is updated with update_distributed");
+  DF_CHECK(!params_.sharded(), "adamw: a sharded parameter store is updated over its ranks (DistributedAdamW)");
   check_dtype("adamw", stats_out, DType::f32, "stats_out");
   DF_CHECK(stats_out.numel() == 2, "adamw: stats_out is " << stats_out.describe() << "; it must hold 2 floats");
   int64_t n = params_.padded_numel();

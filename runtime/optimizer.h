@@ -10,8 +10,6 @@
 
 namespace dflash {
 
-class Communicator;
-
 struct ParamSpec {
   std::string name;
   Shape shape;
@@ -90,14 +88,10 @@ class AdamWOptimizer {
   // clipping, lr used} to stats_out f32[2].
   void update(float grad_scale, const Tensor& stats_out);
 
-  // The same step for world > 1 ranks (runtime/optimizer_distributed.cpp): the gradients are
-  // all-reduced (or, when sharded, reduce-scattered) through comm unless `grads_reduced` (the
-  // backward did it), the norm is the sum of per-slice partial sums in rank order, AdamW runs on
-  // this rank's slice and the compute weights are all-gathered (sharded), or on everything.
-  // Before recording: the per-slice sums for `world` ranks.
-  void prepare_distributed(int world);
-  void update_distributed(float grad_scale, const Tensor& stats_out, Communicator* comm, int rank, bool grads_reduced);
+  // The step over world > 1 ranks (sharded or not) is DistributedAdamW's
+  // (dist/optimizer_distributed.h); it records its kernel calls on this optimizer's state.
 
+  ParameterStore& params() const { return params_; }
   const Tensor& step_counter() const { return step_; }  // i32 [1]: optimizer steps done
   const Tensor& adam_m() const { return m_; }
   const Tensor& adam_v() const { return v_; }
@@ -107,13 +101,17 @@ class AdamWOptimizer {
   // Set before recording the update.
   void set_zero_grads(bool on) { zero_grads_ = on; }
   bool zero_grads() const { return zero_grads_; }
+  // The update's own buffers: f32 [1] the lr and the gradient norm of the step in progress, and on a
+  // GPU the norm's f32 [1024] partial sums (undefined on the CPU).
+  const Tensor& lr_buffer() const { return lr_; }
+  const Tensor& norm_buffer() const { return norm_; }
+  const Tensor& norm_partials() const { return partials_; }
 
  private:
   ParameterStore& params_;
   OptimizerConfig config_;
   bool zero_grads_ = true;
   Tensor m_, v_, step_, lr_, norm_, partials_;
-  Tensor slice_sums_;  // f64 [world]: per-slice sums of squared gradients (update_distributed)
 };
 
 }  // namespace dflash

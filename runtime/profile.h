@@ -9,7 +9,7 @@
 
 namespace dflash {
 
-// The work of one kernel call as ../shared/BENCH.md counts it. flop_per_pair is for attention,
+// The work of one kernel call as docs/MODEL.md, "FLOP counting", counts it. flop_per_pair is for attention,
 // whose work depends on the anchors: FLOP per visible (query, key) pair, multiplied out when
 // the table is made (ProfileTableInput::visible_pairs).
 // A GEMM call's dimensions: C[M,N] = op(A) op(B), contiguous operands (what the shape text says).

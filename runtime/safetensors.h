@@ -1,5 +1,5 @@
 // Safetensors checkpoints: a reader that validates the whole header when the file is opened, converts
-// tensors to host vectors or runtime tensors, and an atomic writer. Layout: DFLASH.md, "safetensors layout".
+// tensors to host vectors or runtime tensors, and an atomic writer. Layout: docs/MODEL.md, "Files".
 #pragma once
 #include <cstddef>
 #include <cstdint>

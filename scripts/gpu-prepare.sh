@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Fills the git-ignored folder that the GPU machine needs (it has no toml++ or nlohmann package):
+# Fills the git-ignored folders a GPU host without the Debian packages needs (toml++, nlohmann):
 # .deps/include from this machine's Debian packages, .deps/cudnn-frontend (the pinned
 # cudnn-frontend headers that scripts/setup.sh fetches) and .deps/commit; and .anchors (the PyTorch
 # anchors of ../shared/anchors, for gpu-check.sh's anchors-* steps) when ../shared is beside the
-# clone. Run it before every GPU call. The golden data travel in tests/golden.
+# clone. Run it before copying the tree to a GPU host. The golden data travel in tests/golden.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -1,4 +1,4 @@
-# The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on the GPU machine by
+# The CUDA kernels' mutants (scripts/mutants.sh --gpu, sourced by it; run on a GPU host by
 # `scripts/gpu-check.sh mutants-gpu`): each plants one bug in kernels/cuda/ that a GPU test must catch.
 # Each snippet (OLD) must occur exactly once in the sources outside tests/, scripts/ and docs/.
 # Hints (no spaces) name the GPU suite and cases expected to catch it; the one-GPU suites run when they pass.
@@ -112,7 +112,7 @@ mutant "GPU cross-entropy (rows read once): a NaN first logit no longer gives ar
 mutant "GPU normalize_weights: divided by the count, not the sum" "-ts=gpu-misc -tc=normalize_weights*" \
   'float denom = float(block_sum(s)) + eps;' \
   'float denom = float(n) + eps;'
-# --- Twenty-ninth session: the files no mutant had touched ---
+# --- The files no other mutant reaches ---
 mutant "GPU concat forward: the second part's rows read at the first part's stride" "-ts=gpu-ops -tc=concat*" \
   'y[e] = k < A ? a[o * A + k] : b[o * B + (k - A)];' \
   'y[e] = k < A ? a[o * A + k] : b[o * A + (k - A)];'
@@ -214,7 +214,7 @@ mutant "GPU cuDNN attention: the band admits one key past the diagonal" "-ts=gpu
   '.set_diagonal_band_right_bound(1)'
 # --- The runtime's CUDA side (runtime/cuda/): GEMM tuning's records, cuDNN's plan cache ---
 # (The tuner's pick among candidates survived here, as no test shape had a refused candidate: it moved
-# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list-files.sh.)
+# to kernels/cuda/gemm_candidates.h's fastest_agreeing, a CPU mutant in scripts/mutants-list.sh.)
 mutant "GPU GEMM tuner: a shape left to cuBLAS not recorded as decided" "-ts=gpu-optimizer,gpu-gemm-tuning -tc=*tuning*,*tuned*" \
   'ctx.gemm_table().set(k, kCublasDefault);' \
   '(void)kCublasDefault;'
@@ -227,3 +227,26 @@ mutant "GPU cuDNN attention: a plan reused for another softmax scale" "-ts=gpu-c
 mutant "GPU cuDNN attention: a plan reused for another sequence length" "-ts=gpu-cudnn" \
   'return x.B == y.B && x.S == y.S && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&' \
   'return x.B == y.B && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&'
+# --- Batched decoding: the slot cache's kernels (kernels/cuda/slot_attention.cu, generate.cu) ---
+mutant "GPU slot attention: a row sees its keys up to pos - 1, not pos" "-ts=gpu-generate -tc=slot?attention*" \
+  'int64_t last = a.pos[i] < G.C ? a.pos[i] : G.C - 1;' \
+  'int64_t last = a.pos[i] < G.C ? a.pos[i] - 1 : G.C - 1;'
+mutant "GPU slot attention: every kv head's CTA loads the first group's query heads" "-ts=gpu-generate -tc=slot?attention*" \
+  'sQ[e] = d < hd ? load(a.q, a.bf16, (i * G.nh + g * G.group + r) * hd + d) : 0.0f;' \
+  'sQ[e] = d < hd ? load(a.q, a.bf16, (i * G.nh + r) * hd + d) : 0.0f;'
+mutant "GPU slot attention: the merge adds each slice's output without its max's scale" "-ts=gpu-generate -tc=slot?attention*" \
+  'if (ms != -INFINITY) o += a.partial_o[(s * plane + ih) * G.hd + d] * __expf(ms - M);' \
+  'if (ms != -INFINITY) o += a.partial_o[(s * plane + ih) * G.hd + d];'
+mutant "GPU scatter: every slot's rows written into slot 0" "-ts=gpu-generate -tc=slot?attention*" \
+  'return s >= 0 && s < S && p >= 0 && p < C ? s * C + p : -1;' \
+  'return s >= 0 && s < S && p >= 0 && p < C ? p : -1;'
+mutant "GPU gather: every entry takes row 0" "-ts=gpu-generate -tc=slot?attention*" \
+  'out[i] = r >= 0 && r < n ? src[r * units + u] : U{};' \
+  'out[i] = r >= 0 && r < n ? src[u] : U{};'
+# --- Config keys whose effect shows on a GPU only (docs/TESTING.md, "Config keys and their mutants") ---
+mutant "key runtime.gemm_tuning ignored (cuBLAS picks, no table)" "-ts=gpu-gemm-tuning" \
+  'const bool tunes_gemms = c.runtime.gemm_tuning && c.runtime.graphs && cluster_.devices[0].is_cuda();' \
+  'const bool tunes_gemms = false && c.runtime.graphs && cluster_.devices[0].is_cuda();'
+mutant "key runtime.rendezvous_timeout_s ignored (300 s)" "-ts=gpu-config-keys" \
+  'o.timeout_s = cfg.runtime.rendezvous_timeout_s;' \
+  'o.timeout_s = 300;'

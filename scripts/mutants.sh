@@ -7,27 +7,46 @@
 # changes a file that the CPU build compiles and still compiles (else the list is stale: exit 2).
 # Mutants of the Python tools (python/dflash_data/*.py) run pytest instead (their hint: pytest
 # arguments), over the scratch tree's sources, after the unmutated Python tests pass there.
+# The list is ordered by source file, so consecutive mutants recompile one translation unit.
+# --headers: adds the mutants in headers nearly every file includes (each rebuilds the whole test binary).
 # --gpu: the CUDA kernels' mutants (scripts/mutants-gpu-list.sh) against the one-GPU suites, on the
-# GPU machine (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
-# Usage: bash scripts/mutants.sh [--gpu] [--list] [WORD...]   WORD: only mutants whose name contains it,
-# or #A-B: the list's mutants A to B
+# a GPU host (scripts/gpu-check.sh mutants-gpu); the baseline runs each mutant's hint unmutated.
+# --in-place: plants the bugs in this tree and rebuilds its build/ (as scripts/build.sh left it)
+# instead of a scratch copy, saving the copy's full build; each file is restored after its mutant.
+# Refused unless the tracked files equal the last commit (a fresh clone, as CI has).
+# --budget-s N: start no mutant after N seconds (the rest are reported as not run).
+# --rotate: run the mutants of the files the last 10 commits changed first, then the rest of the
+# list from a point that the HEAD commit's hash picks (wrapping), so that runs cut short by a
+# budget cover the whole list over successive commits. CI runs --in-place --rotate with a budget.
+# Usage: bash scripts/mutants.sh [--gpu] [--headers] [--in-place] [--budget-s N] [--rotate] [--list]
+#   [WORD...]   WORD: only mutants whose name contains it, or #A-B: the list's mutants A to B
 # Exit: 0 every mutant caught; 1 one survived; 2 the list, the baseline or the build is broken;
 # 3 none survived but the time budget left some unrun.
 # Env: DFLASH_MUTANTS_DIR (scratch; default under $TMPDIR, kept between runs so rebuilds are
 # incremental), DFLASH_MUTANTS_JOBS (build jobs; default nproc), DFLASH_MUTANTS_TIMEOUT (s per run),
-# DFLASH_MUTANTS_BUDGET_S (start no mutant after this many seconds; default none).
+# DFLASH_MUTANTS_BUDGET_S (as --budget-s).
 set -uo pipefail
 shopt -u patsub_replacement 2>/dev/null || true  # "&" in a replacement stays "&"
 
-gpu=0 list=0
+gpu=0 list=0 with_headers=0 in_place=0 rotate=0
+budget=${DFLASH_MUTANTS_BUDGET_S:-0}
 filters=()
-for a in "$@"; do
-  case $a in
+while [ $# -gt 0 ]; do
+  case $1 in
     --gpu) gpu=1 ;;
     --list) list=1 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) filters+=("$a") ;;
+    --headers) with_headers=1 ;;
+    --in-place) in_place=1 ;;
+    --rotate) rotate=1 ;;
+    --budget-s)
+      [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "mutants: --budget-s takes a whole number of seconds, not '${2:-}'" >&2; exit 2; }
+      budget=$2
+      shift ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    -*) echo "mutants: unknown option $1 (see bash scripts/mutants.sh --help)" >&2; exit 2 ;;
+    *) filters+=("$1") ;;
   esac
+  shift
 done
 
 names=() hints=() olds=() news=()
@@ -60,52 +79,79 @@ if [ "$list" = 1 ]; then
 fi
 [ ${#selected[@]} -gt 0 ] || fail "no mutant matches ${filters[*]}"
 
-scratch=${DFLASH_MUTANTS_DIR:-${TMPDIR:-/tmp}/dflash-mutants-$(id -u)-$(printf %s "$root" | cksum | cut -d' ' -f1)}
-src=$scratch/src
-build=$scratch/build
-[ "$gpu" = 1 ] && build=$scratch/build-gpu
-logs=$scratch/logs
 jobs=${DFLASH_MUTANTS_JOBS:-$(nproc)}
 limit=${DFLASH_MUTANTS_TIMEOUT:-900}
-budget=${DFLASH_MUTANTS_BUDGET_S:-0}
-case $scratch in "$root" | "$root"/*) fail "DFLASH_MUTANTS_DIR=$scratch lies inside the tree; choose a folder outside it" ;; esac
-mkdir -p "$src" "$logs" || fail "cannot create $scratch"
 t_start=$SECONDS
-
-# The scratch tree mirrors the tracked and untracked (not ignored) files. Only files whose content
-# differs are copied, so the build stays incremental and every copied file is newer than its objects.
-echo "mutants: syncing $root -> $src"
-mapfile -d '' files < <(git -C "$root" ls-files -z --cached --others --exclude-standard)
-declare -A wanted=()
-for f in "${files[@]}"; do
-  [ -f "$root/$f" ] || continue
-  wanted[$f]=1
-  if ! cmp -s "$root/$f" "$src/$f"; then
-    mkdir -p "$(dirname "$src/$f")" && cp "$root/$f" "$src/$f" || fail "cannot copy $f"
-  fi
-done
-while IFS= read -r -d '' f; do
-  f=${f#"$src/"}
-  [ -n "${wanted[$f]:-}" ] || rm -f "$src/$f"
-done < <(find "$src" -type f -print0)
+if [ "$in_place" = 1 ]; then
+  [ "$gpu" = 0 ] || fail "--in-place is for the CPU list; --gpu builds its own CUDA test binary in a scratch folder"
+  git -C "$root" diff --quiet HEAD -- 2>/dev/null ||
+    fail "--in-place edits the tracked files and restores them from the last commit's content, so it needs a tree without uncommitted changes (commit or stash them, or run without --in-place)"
+  [ -f "$root/build/build.ninja" ] || fail "--in-place rebuilds $root/build, which is not configured; run bash scripts/build.sh first"
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/dflash-mutants-logs.XXXXXX") || fail "cannot create a folder for the logs"
+  src=$root
+  build=$root/build
+else
+  scratch=${DFLASH_MUTANTS_DIR:-${TMPDIR:-/tmp}/dflash-mutants-$(id -u)-$(printf %s "$root" | cksum | cut -d' ' -f1)}
+  src=$scratch/src
+  build=$scratch/build
+  [ "$gpu" = 1 ] && build=$scratch/build-gpu
+  case $scratch in "$root" | "$root"/*) fail "DFLASH_MUTANTS_DIR=$scratch lies inside the tree; choose a folder outside it" ;; esac
+  mkdir -p "$src" || fail "cannot create $scratch"
+  # The scratch tree mirrors the tracked and untracked (not ignored) files. Only files whose content
+  # differs are copied, so the build stays incremental and every copied file is newer than its objects.
+  echo "mutants: syncing $root -> $src"
+  mapfile -d '' files < <(git -C "$root" ls-files -z --cached --others --exclude-standard)
+  declare -A wanted=()
+  for f in "${files[@]}"; do
+    [ -f "$root/$f" ] || continue
+    wanted[$f]=1
+    if ! cmp -s "$root/$f" "$src/$f"; then
+      mkdir -p "$(dirname "$src/$f")" && cp "$root/$f" "$src/$f" || fail "cannot copy $f"
+    fi
+  done
+  while IFS= read -r -d '' f; do
+    f=${f#"$src/"}
+    [ -n "${wanted[$f]:-}" ] || rm -f "$src/$f"
+  done < <(find "$src" -type f -print0)
+fi
+logs=$scratch/logs
+mkdir -p "$logs" || fail "cannot create $logs"
 
 # Every snippet once in the production sources, and the replacement different (checked up front).
 mapfile -t sources < <(git -C "$root" ls-files --cached --others --exclude-standard |
   grep -E '\.(cpp|h|cu|cuh)$|^python/dflash_data/.*\.py$' | grep -vE '^(tests|scripts|docs)/')
+present=()
+for f in "${sources[@]}"; do [ -f "$src/$f" ] && present+=("$f"); done
 where=()
 for i in "${selected[@]}"; do
   [ "${olds[$i]}" != "${news[$i]}" ] || fail "mutant '${names[$i]}': the replacement equals the snippet"
-  hits=0 file=""
-  for f in "${sources[@]}"; do
-    [ -f "$src/$f" ] || continue
-    n=$(grep -oF -e "${olds[$i]}" "$src/$f" | wc -l)
-    if [ "$n" -gt 0 ]; then hits=$((hits + n)); file=$f; fi
-  done
+  # one grep over every source: a line "FILE:MATCH" per occurrence
+  mapfile -t found < <(cd "$src" && grep -oHF -e "${olds[$i]}" -- "${present[@]}")
+  hits=${#found[@]} file=${found[0]:-}
+  file=${file%%:*}
   [ "$hits" = 1 ] || fail "mutant '${names[$i]}': its snippet occurs $hits times in the sources (it must occur exactly once; update scripts/mutants-list.sh): ${olds[$i]}"
   where[$i]=$file
 done
 
-# The GPU machine has no package source: scripts/gpu-prepare.sh filled .deps here before the call.
+if [ "$rotate" = 1 ]; then  # the recently changed files' mutants first, then the rest from a point the commit picks
+  head=$(git -C "$root" rev-parse HEAD 2>/dev/null) || fail "--rotate needs a git checkout (it orders by the HEAD commit)"
+  depth=$(git -C "$root" rev-list --count HEAD)
+  back=$((depth > 10 ? 10 : depth - 1))
+  declare -A recent=()
+  if [ "$back" -gt 0 ]; then
+    while IFS= read -r f; do recent[$f]=1; done < <(git -C "$root" diff --name-only "HEAD~$back" HEAD)
+  fi
+  first=() rest=()
+  for i in "${selected[@]}"; do
+    if [ -n "${recent[${where[$i]}]:-}" ]; then first+=("$i"); else rest+=("$i"); fi
+  done
+  start=0
+  [ ${#rest[@]} -gt 0 ] && start=$(( 0x${head:0:8} % ${#rest[@]} ))
+  selected=("${first[@]}" "${rest[@]:start}" "${rest[@]:0:start}")
+  echo "mutants: ${#first[@]} mutants of the files the last $back commits changed first, then the rest from list position $((${rest[start]:-0} + 1)) (picked by commit ${head:0:12})"
+fi
+
+# A GPU host without a package source: scripts/gpu-prepare.sh filled .deps here before the call.
 if [ "$gpu" = 1 ]; then
   backend=(-DDFLASH_CPU_ONLY=OFF -DCUDNN_FRONTEND_INCLUDE="$root/.deps/cudnn-frontend/include")
   command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || fail "--gpu needs nvcc (the CUDA build)"
@@ -170,8 +216,10 @@ if [ "$py_selected" = 1 ]; then
   bash "$root/scripts/setup-python.sh" || fail "the Python environment could not be set up (scripts/setup-python.sh)"
   # build/ beside the sources, as the tests expect, and .venv beside the build folder, where the
   # trainer looks for the trackers' follower (PYTHONPATH puts the scratch sources first for it too).
-  ln -sfn "$build" "$src/build"
-  ln -sfn "$root/.venv" "$scratch/.venv"
+  if [ "$in_place" = 0 ]; then
+    ln -sfn "$build" "$src/build"
+    ln -sfn "$root/.venv" "$scratch/.venv"
+  fi
   run_py_tests "$logs/baseline-python.log" ||
     fail "the unmutated Python tests fail, so no Python mutant can count as caught; see $logs/baseline-python.log"
   echo "mutants: the unmutated Python tests pass"
@@ -191,9 +239,7 @@ table=() survived=0 unrun=0
 for i in "${selected[@]}"; do
   name=${names[$i]} file=${where[$i]}
   if [ "$budget" -gt 0 ] && [ $((SECONDS - t_start)) -ge "$budget" ]; then
-    unrun=$((unrun + 1))
-    printf 'mutants: %2d/%d %-55s not run (the budget of %d s is spent)\n' "$((i + 1))" "${#names[@]}" "$name" "$budget"
-    table+=("| $((i + 1)) | $name | \`$file\` | not run (budget) | 0 |")
+    unrun=$((unrun + 1))  # counted, not listed: a budgeted run leaves most of the list for later commits
     continue
   fi
   log="$logs/mutant-$((i + 1))"
@@ -256,6 +302,11 @@ echo "| # | mutant | file | caught by | s |"
 echo "| --- | --- | --- | --- | --- |"
 printf '%s\n' "${table[@]}"
 echo
+[ "$unrun" = 0 ] || echo "mutants: the budget of $budget s was spent; $unrun mutants not run (all of them: bash scripts/mutants.sh)"
+if [ "$in_place" = 1 ]; then
+  git -C "$root" diff --quiet HEAD -- || fail "the tree differs from its last commit after the in-place run (git diff shows how); restore it with git checkout -- ."
+  echo "mutants: the logs are in $logs"
+fi
 echo "mutants: $((${#selected[@]} - unrun)) run, $((${#selected[@]} - unrun - survived)) caught, $survived survived, $unrun not run; $((SECONDS - t_start)) s in all"
 [ "$survived" = 0 ] || exit 1
 [ "$unrun" = 0 ] || exit 3

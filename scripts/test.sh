@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # Checks the layer order (scripts/check-layers.sh, and its self-test), then sets up, builds from
-# nothing if needed, and runs the whole CPU test suite, the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a GPU host
-# through scripts/gpu-check.sh), the control-flow test of scripts/gpu2-check.sh and the self-tests of
-# scripts/racecheck-foreign.sh and of the sanitizer coverage tools. With
-# DFLASH_MUTANTS=1 (as CI runs it), the mutation probes (scripts/mutants.sh) follow once the
-# suites pass.
+# nothing if needed (one progress line; the whole output in build/build.log, which must hold no
+# compiler warning), and runs the whole CPU test suite, a tiny run killed and resumed 20 times
+# (scripts/test-kill-resume.sh), the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a
+# GPU host through scripts/gpu-check.sh), the control-flow test of scripts/gpu2-check.sh and the
+# self-tests of scripts/racecheck-foreign.sh and of the sanitizer coverage tools.
+# CI (.ci/run) follows it with the mutation probes (scripts/mutants.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/check-layers.sh --self-test
 bash scripts/check-layers.sh
 bash scripts/build.sh
+# A compiler warning in what this build compiled fails the tests (third-party headers are silenced at
+# their source); the same flags as scripts/train.sh's build, so neither rebuilds after the other.
+if grep -qE '(^|[^A-Za-z_])warning( #[0-9]+|:)' build/build.log; then
+  grep -E '(^|[^A-Za-z_])warning( #[0-9]+|:)' build/build.log | head -20 >&2
+  echo "test: the build printed compiler warnings (above; all of them in build/build.log); fix them in our code" >&2
+  exit 1
+fi
 ./build/dflash-tests --test-suite-exclude='gpu*' "$@"
+bash scripts/test-kill-resume.sh  # a tiny run SIGKILLed 20 times and resumed: its metrics.jsonl equals an uninterrupted run's
 bash scripts/test-python.sh  # the Python tools (python/: dflash-data), offline
 bash scripts/test-gpu2-check.sh  # the multi-GPU check script's control flow, with a stand-in trainer
 bash scripts/test-racecheck-foreign.sh  # gpu-check racecheck-ce's judge of racecheck logs
 bash scripts/test-sanitizer-coverage.sh  # gpu-check's sanitizer coverage: the stand-in tool and the comparison
-if [ "${DFLASH_MUTANTS:-0}" = 1 ]; then bash scripts/mutants.sh; fi

@@ -28,8 +28,8 @@ struct Case {
   }
 };
 
-// What DFLASH.md's count gives: per kept block, its context tiles before the anchor (clamped to
-// [0, S]) plus its own tile.
+// What the mask of docs/MODEL.md ("The attention mask") gives: per kept block, its context tiles
+// before the anchor (clamped to [0, S]) plus its own tile.
 inline int32_t expected_tiles(const Case& c) {
   int64_t n = 0;
   for (size_t i = 0; i < c.keep.size(); ++i) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/rendezvous.h"
+#include "dist/rendezvous.h"
 
 namespace dflash::test {
 

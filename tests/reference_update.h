@@ -1,5 +1,5 @@
-// The optimizer step of DFLASH.md ("Loss, accuracy, acceptance estimate" for the mean over k*W
-// micro-batches, "Optimizer" for clipping, the schedule and AdamW) in double precision, written
+// The optimizer step of docs/MODEL.md ("Loss weights and the loss" for the mean over k*W
+// micro-batches, "Optimizer and schedule" for clipping, the schedule and AdamW) in double precision, written
 // from the text for the trainer tests. It deliberately includes nothing of runtime/ or kernels/.
 #pragma once
 #include <cmath>

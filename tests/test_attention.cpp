@@ -18,7 +18,7 @@ struct Dims {
   float scale() const { return float(1.0 / std::sqrt(double(hd))); }
 };
 
-// DFLASH.md's mask, written out: block a sees context key j < anchor and its own draft keys.
+// The mask of docs/MODEL.md, written out: block a sees context key j < anchor and its own draft keys.
 bool visible(const Dims& c, const std::vector<int32_t>& anchors, const std::vector<int32_t>& keep, int64_t b,
              int64_t a, int64_t j) {
   if (keep[size_t(b * c.N + a)] == 0) return false;

@@ -1,4 +1,4 @@
-// Bad input in the data (issue 11): sequences without a valid anchor are skipped at load and
+// Bad input in the data: sequences without a valid anchor are skipped at load and
 // counted (training and eval); a training set without any valid anchor is refused before startup;
 // drafter.mask_token_id occurring in the data is warned about with its count.
 #include <fstream>

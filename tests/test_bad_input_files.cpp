@@ -1,4 +1,4 @@
-// Bad input in files (issue 11): a safetensors header that does not begin with '{', and target
+// Bad input in files: a safetensors header that does not begin with '{', and target
 // weights holding tensors that config.json does not explain; what HF checkpoints legitimately
 // carry (rotary inv_freq buffers, lm_head beside tied embeddings) still loads.
 #include <fstream>

@@ -1,4 +1,4 @@
-// The memory check before startup (issue 11): a bucket set whose persistent tensors alone cannot
+// The memory check before startup: a bucket set whose persistent tensors alone cannot
 // fit is refused with the numbers before anything is allocated, and its arithmetic cannot
 // overflow (batch 1e7, batch 2^62). The estimate is a lower bound of what a replica really holds.
 #include "model/target.h"

@@ -1,4 +1,4 @@
-// Bad input around checkpoints (issue 11): resume refuses a checkpoint of another run, naming each
+// Bad input around checkpoints: resume refuses a checkpoint of another run, naming each
 // differing key with both values (drafter shape, block size, mask token, target layers, another
 // target by its embedding/lm_head checksum); resume refuses NaN/Inf parameters and Adam moments,
 // naming the tensor; pruning never costs the newest checkpoint that verifies; drafter.init on a

@@ -1,8 +1,8 @@
 // Workers: concurrent CPU workers replaying their programs produce exactly what one thread
 // replaying the same batches produces; gradients meet in a fixed rank order; a job's error reaches
 // the next wait once, and the first failure of a thread rank is the one every rank reports.
+#include "dist/coordinator.h"
 #include "graphs/worker.h"
-#include "runtime/coordinator.h"
 #include "tests/test_util.h"
 #include "train/toy_worker.h"
 

@@ -175,7 +175,7 @@ TEST_SUITE("drafter") {
     CHECK_THROWS_WITH_AS(Drafter(s, small, small), doctest::Contains("must equal the target's"), Error);
   }
 
-  TEST_CASE("default target layer ids follow DFLASH.md") {
+  TEST_CASE("default target layer ids follow docs/MODEL.md") {
     CHECK(default_target_layer_ids(36, 1) == std::vector<int64_t>{18});
     CHECK(default_target_layer_ids(36, 5) == std::vector<int64_t>{1, 9, 17, 25, 33});
     CHECK(default_target_layer_ids(4, 2) == std::vector<int64_t>{1, 1});

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
 #include "runtime/fileio.h"
 #include "tests/process_util.h"
 #include "tests/test_util.h"

@@ -3,10 +3,12 @@
 // different lengths in one padded batch), the same output files whatever the batch, the slots and
 // the ranks, top_k 1 equal to greedy, and a chi-square test that the first two new tokens follow
 // the target's own sampling distribution (from its full forward), which a sampler ignoring top_p
-// fails.
+// fails; sampled tokens equal to what the target-alone SpecDecoder draws on the same stream; and a
+// slot that finishes taking the next request before the next step (the schedule by hand).
 #include <algorithm>
 
 #include "model/batch_generator.h"
+#include "model/spec_decoder.h"
 #include "runtime/context.h"
 #include "tests/generate_test_util.h"
 #include "tests/spec_sampling_util.h"
@@ -218,5 +220,84 @@ TEST_SUITE("generate") {
                                << critical);
     CHECK(right < critical);
     CHECK(wrong > critical);
+  }
+
+  TEST_CASE("sampled: each request's tokens are those the target-alone decoder draws on the same stream") {
+    // SpecDecoder's target-alone steps (another cache, another control state, batch 1) draw
+    // position p's token with the uniform number at p of the request's stream, as the batched
+    // decoder must, whatever the slot, the chunk packing and the other requests.
+    CpuRuntime rt;
+    TempDir dir("generate-streams");
+    Target target(write_tiny_target(dir), {}, 1);
+    const GoldenGenerate g = read_golden_generate("greedy_stop");
+    GenerateOptions o;
+    o.slots = 3;
+    o.prefill_chunk = 16;
+    o.temperature = 1.2f;
+    o.top_p = 0.9f;
+    o.top_k = 40;
+    int64_t longest = 0;
+    std::vector<GenerateRequest> requests;
+    for (const GoldenGenerateCase& c : g.cases) {
+      requests.push_back({c.prompt, g.max_new, generate_sample_key(3, c.id.dump())});
+      longest = std::max(longest, int64_t(c.prompt.size()));
+    }
+    o.capacity = longest + g.max_new;
+    std::vector<GenerateResult> got(requests.size());
+    BatchGenerator gen(Device::cpu(), target, o, size_t(1) << 30);
+    gen.run(requests, g.stop_ids, [&](const GenerateResult& r) { got[r.request] = r; });
+    SpecDecoderOptions so;
+    so.max_len = o.capacity;
+    so.temperature = o.temperature;
+    so.top_p = o.top_p;
+    so.top_k = o.top_k;
+    SpecDecoder alone(Device::cpu(), target, nullptr, so);
+    int64_t differ_from_greedy = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      CAPTURE(i);
+      const Decoded d = alone.decode(requests[i].prompt, g.max_new, g.stop_ids, false, requests[i].key);
+      const std::vector<int32_t> want(d.output.begin() + long(requests[i].prompt.size()), d.output.end());
+      CHECK(got[i].output == want);
+      differ_from_greedy += got[i].output != g.cases[i].output ? 1 : 0;
+    }
+    CHECK(differ_from_greedy >= 5);  // the streams do sample
+  }
+
+  TEST_CASE("continuous batching: a slot whose request ends takes the next request before the next step") {
+    // 2 slots, max_new 2, 5, 2, 2 (no stop id). By hand: the prefill gives requests 0 and 1 their
+    // first token; step 1 ends request 0, whose slot 0 takes request 2 at once; step 2 ends
+    // request 2, slot 0 takes request 3; step 3 ends request 3; step 4 ends request 1. Refilling
+    // only when every slot is free would take 5 steps and put request 3 in slot 1.
+    CpuRuntime rt;
+    TempDir dir("generate-refill");
+    Target target(write_tiny_target(dir), {}, 1);
+    const GoldenGenerate g = read_golden_generate("greedy");
+    const std::vector<int64_t> max_new = {2, 5, 2, 2};
+    std::vector<GenerateRequest> requests;
+    int64_t longest = 0;
+    for (size_t i = 0; i < max_new.size(); ++i) {
+      requests.push_back({g.cases[i].prompt, max_new[i], 0});
+      longest = std::max(longest, int64_t(g.cases[i].prompt.size()));
+    }
+    GenerateOptions o;
+    o.slots = 2;
+    o.capacity = longest + 5;
+    BatchGenerator gen(Device::cpu(), target, o, size_t(1) << 30);
+    std::vector<size_t> finished;
+    std::vector<int64_t> slots(requests.size(), -1), produced;
+    gen.run(
+        requests, {},
+        [&](const GenerateResult& r) {
+          finished.push_back(r.request);
+          slots[r.request] = r.slot;
+          const std::vector<int32_t> want(g.cases[r.request].output.begin(),
+                                          g.cases[r.request].output.begin() + max_new[r.request]);
+          CHECK(r.output == want);
+          CHECK(!r.stopped);
+        },
+        [&](int64_t tokens) { produced.push_back(tokens); });
+    CHECK(produced == std::vector<int64_t>{2, 2, 2, 1});
+    CHECK(finished == std::vector<size_t>{0, 2, 3, 1});
+    CHECK(slots == std::vector<int64_t>{0, 1, 0, 0});
   }
 }

@@ -6,7 +6,7 @@
 #ifdef DFLASH_CUDA
 #include <thread>
 
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
 #include "runtime/fileio.h"
 #include "tests/gpu_test_util.h"
 #include "tests/trainer_fixture.h"
@@ -21,7 +21,7 @@ using namespace dflash::test;
 namespace {
 #define REQUIRE_TWO_GPUS()                                                                              \
   REQUIRE_GPU();                                                                                        \
-  if (::dflash::cuda_backend::device_count() < 2) FAIL("the gpu2 suites need two GPUs (kind nvidia-h200-x2)")
+  if (::dflash::cuda_backend::device_count() < 2) FAIL("the gpu2 suites need a host with two GPUs")
 
 Config gpu_job(const std::string& dump, std::vector<std::string> extra) {
   extra.push_back("runtime.devices=cuda:0,1");

@@ -224,7 +224,7 @@ TEST_SUITE("gpu-optimizer") {
     for (const int W : {1, 3})
       for (const OptCase& c : cases) {
         INFO(W << " slices, case: " << c.name);
-        // Slices as runtime/optimizer_distributed.cpp cuts a store not laid out for W ranks.
+        // Slices as dist/optimizer_distributed.cpp cuts a store not laid out for W ranks.
         const int64_t s = ((n + W - 1) / W + 15) / 16 * 16;
         auto begin_of = [&](int q) { return std::min(n, int64_t(q) * s); };
         auto len_of = [&](int q) { return std::min(n, int64_t(q + 1) * s) - begin_of(q); };

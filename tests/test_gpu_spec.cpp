@@ -1,6 +1,6 @@
 // Greedy speculative decoding on a GPU (bf16), suite "gpu-spec": the golden case decoded from
-// recorded CUDA programs, lossless as DFLASH.md's Figures define it for the GPU (a difference from
-// the target's own greedy decoding only where its top-2 margin is within bf16 noise), with the
+// recorded CUDA programs, lossless as docs/MODEL.md ("Speculative decoding") defines it for the GPU
+// (a difference from the target's own greedy decoding only where its top-2 margin is within bf16 noise), with the
 // number of golden (CPU) tokens it reproduces; a random target at Qwen3-8B dims with the qwen3-8b
 // drafter (block 16) decoding losslessly; and the decode ops and the round's control ops against the CPU's.
 #ifdef DFLASH_CUDA
@@ -19,7 +19,7 @@ using namespace dflash;
 using namespace dflash::test;
 
 namespace {
-// Lossless per DFLASH.md for the GPU (measure_spec_prompt throws otherwise); messages the margin
+// Lossless per docs/MODEL.md for the GPU (measure_spec_prompt throws otherwise); messages the margin
 // of every tolerated difference.
 SpecPromptResult check_lossless(SpecDecoder& d, const std::vector<int32_t>& prompt, int64_t max_new,
                                 const std::string& where) {
@@ -214,7 +214,8 @@ TEST_SUITE("gpu-spec") {
       INFO("after op " << k);
       CHECK(gpu[k] == cpu[k]);
     }
-    // The fields DFLASH.md documents, by hand (state: start, target_len, ctx_at, ctx_count, token, ...).
+    // The decode state's fields (kernels/cpu/decode_kernels.h, spec_state), by hand (state: start,
+    // target_len, ctx_at, ctx_count, token, ...).
     auto bits = [](float f) { return std::bit_cast<int32_t>(f); };
     CHECK(std::vector<int32_t>(gpu[0].begin(), gpu[0].begin() + 9) == std::vector<int32_t>{17, 17, 17, 0, 42, 0, 5, 4, 1});
     CHECK(gpu[1] == std::vector<int32_t>{42, bits(0.5f), bits(3.25f)});

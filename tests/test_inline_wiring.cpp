@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "data/data.h"
+#include "dist/launch.h"
 #include "graphs/engine.h"
 #include "graphs/program.h"
 #include "model/drafter_spec.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
 #include "runtime/splitmix.h"
 #include "tests/config_test_util.h"
 #include "tests/test_util.h"

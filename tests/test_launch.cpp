@@ -13,9 +13,9 @@
 #include <map>
 #include <thread>
 
+#include "dist/launch.h"
+#include "dist/rendezvous.h"
 #include "runtime/error.h"
-#include "runtime/launch.h"
-#include "runtime/rendezvous.h"
 #include "tests/process_util.h"
 #include "tests/test_util.h"
 

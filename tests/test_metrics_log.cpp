@@ -2,7 +2,8 @@
 // /dev/full) is cut back off the file and stops the run after a checkpoint that keeps the records
 // not written; a resume cuts the file back to the checkpoint's step (a torn line, later records)
 // and makes a measurement of that step the stopped run had not written; every (kind, step) then
-// appears once, as in an uninterrupted run. A fresh run refuses an existing metrics.jsonl.
+// appears once, as in an uninterrupted run, and a record whose log interval a checkpoint splits
+// covers all its steps. A fresh run refuses an existing metrics.jsonl.
 #include <cerrno>
 #include <set>
 
@@ -151,6 +152,38 @@ TEST_SUITE("metrics-log") {
       } else {
         MESSAGE("python3 has no matplotlib: scripts/plot.py not run");
       }
+    }
+  }
+
+  TEST_CASE("a checkpoint inside a log interval: the records after the resume equal an uninterrupted run's") {
+    // Checkpoints every 3 steps, records every 4 (steps 1, 4, 8, 10): the checkpoint keeps the
+    // figures of the interval's steps it holds, so the record closing the interval covers them all.
+    const std::vector<std::string> every3 = {"checkpoint.every=3", "checkpoint.keep=10", "metrics.log_every=4"};
+    Config straight = small_job("metrics-interval-straight", every3, 10);
+    run_training(straight);
+    const std::vector<json> want = all_records(straight.job.dump_folder);
+    for (const bool killed : {true, false}) {
+      CAPTURE(killed);
+      Config cut = small_job(killed ? "metrics-interval-killed" : "metrics-interval-stopped", every3, 10);
+      TrainHooks stop;
+      const int64_t at = killed ? 8 : 7;
+      stop.after_step = [at](int64_t step) {
+        if (step == at) request_training_stop();
+      };
+      REQUIRE(run_training(cut, stop).steps_done == at);
+      // killed: a SIGKILL after step 8's record, before any later checkpoint (resumed at 6, record 8
+      // cut and made again); stopped: a stop at step 7 with its checkpoint, inside the interval 5..8.
+      if (killed) fs::remove_all(cut.job.dump_folder / "checkpoints" / "step-8");
+      CHECK(run_training(cut).start_step == (killed ? 6 : 7));
+      const std::vector<json> got = all_records(cut.job.dump_folder);
+      REQUIRE(kinds_and_steps(got) == kinds_and_steps(want));
+      for (size_t i = 0; i < got.size(); ++i)
+        for (const auto& [field, value] : want[i].items()) {
+          if (field == "tokens_per_s" || field == "step_ms" || field == "memory_mib") continue;  // timing
+          CAPTURE(i);
+          CAPTURE(field);
+          CHECK(got[i].value(field, json()) == value);
+        }
     }
   }
 

@@ -13,7 +13,7 @@ namespace {
 // The textbook formulas, in double.
 struct ReferenceAdamW {
   OptimizerConfig c;
-  std::vector<double> p, m, v;
+  std::vector<double> p{}, m{}, v{};
   int64_t t = 0;
   double last_norm = 0, last_lr = 0;
 

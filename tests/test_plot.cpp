@@ -1,4 +1,4 @@
-// Training curves (issue 11): scripts/plot.py draws loss, accuracy and tau (and spec_tau when the
+// Training curves: scripts/plot.py draws loss, accuracy and tau (and spec_tau when the
 // records hold it) against the step, train and eval, from the metrics.jsonl of a short run into
 // curves.png; its figures are checked against metrics.jsonl read here. Needs python3 with
 // matplotlib (Debian's python3-matplotlib, installed by scripts/setup.sh): without it this fails,

@@ -1,6 +1,6 @@
 // The profiler's table (`dflash-bench profile`, CPU): every GEMM row's FLOP is calls x 2MNK of its
-// shape, the rows of one step add up to ../shared/BENCH.md's FLOP formula (computed here from the
-// drafter's dims) less the lm_head rows of each block's slot 0, which the drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
+// shape, the rows of one step add up to the FLOP formula of docs/MODEL.md, "FLOP counting" (computed
+// here from the drafter's dims) less the lm_head rows of each block's slot 0, which the drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
 // The update row counts the optimizer's bytes; the online target's attention rows count its causal FLOP.
 #include <cstdio>
 #include <filesystem>
@@ -39,7 +39,7 @@ Run run_profile(const std::string& args) {
   return r;
 }
 
-// The step's FLOP as ../shared/BENCH.md counts them, for the tiny drafter of dflash-bench
+// The step's FLOP as docs/MODEL.md counts them, for the tiny drafter of dflash-bench
 // (hidden 64, intermediate 128, 2 layers, 4/2 heads of 16, vocab 512, 5 target layers, block 16).
 double bench_formula(double S, double N, double pairs) {
   const double H = 64, I = 128, L = 2, nh = 4, nkv = 2, hd = 16, V = 512, F = 5, bs = 16, T = N * bs;
@@ -54,7 +54,7 @@ double bench_formula(double S, double N, double pairs) {
 }  // namespace
 
 TEST_SUITE("profile") {
-  TEST_CASE("dflash-bench profile on the CPU: GEMM rows are 2MNK each, the step adds up to BENCH.md's formula") {
+  TEST_CASE("dflash-bench profile on the CPU: GEMM rows are 2MNK each, the step adds up to the FLOP formula") {
     // (flags, layers recomputed entirely, in part); "" is fitted to the arena: both entirely.
     const std::vector<std::tuple<std::string, int, int>> choices = {
         {" --no-checkpointing", 0, 0}, {"", 2, 0}, {" --recompute=1+1", 1, 1}, {" --recompute=0+2", 0, 2}};
@@ -98,7 +98,7 @@ TEST_SUITE("profile") {
       // Each of the 4 blocks' 16 queries sees between its own block and the whole context.
       CHECK(pairs >= 4 * 16 * 16);
       CHECK(pairs <= 4 * 16 * (128 + 16));
-      // The lm_head skips slot 0 of each of the 4 blocks (weight 0): BENCH.md's formula less those
+      // The lm_head skips slot 0 of each of the 4 blocks (weight 0): the FLOP formula less those
       // rows' forward and input-gradient GEMMs (hidden 64, vocab 512); bench_flop is the formula.
       const double skipped_head = 2 * (2 * 4 * 64 * 512);
       CHECK(counted + skipped_head == doctest::Approx(bench_formula(128, 4, pairs)).epsilon(1e-9));
@@ -127,7 +127,7 @@ TEST_SUITE("profile") {
     Run r = run_profile("--model=tiny --bucket=128:4 --replays=2 --online");
     const double H = 64, I = 192, q = 4 * 16, kv = 2 * 16, S = 128, layers = 34, hd = 16, nh = 4;
     const double gemm_flop = layers * S * 2 * (H * q + 2 * H * kv + q * H + 3 * H * I);
-    const double attention_flop = layers * 2 * 2 * (S * (S + 1) / 2) * hd * nh;  // causal, as BENCH.md counts
+    const double attention_flop = layers * 2 * 2 * (S * (S + 1) / 2) * hd * nh;  // causal, as docs/MODEL.md counts
     double target_gemm = 0, drafter_gemm = 0, target_attention = 0;
     bool update_rows = false;
     for (const nlohmann::json& row : r.rows) {

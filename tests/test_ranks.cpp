@@ -9,9 +9,9 @@
 
 #include <thread>
 
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
+#include "dist/rendezvous.h"
 #include "runtime/fileio.h"
-#include "runtime/rendezvous.h"
 #include "runtime/safetensors.h"
 #include "tests/trainer_fixture.h"
 #include "train/checkpoint.h"
@@ -73,12 +73,6 @@ void check_same_records(const fs::path& a_dump, const fs::path& b_dump, size_t s
     CAPTURE(i);
     for (const char* key : {"step", "loss", "accuracy", "tau", "grad_norm", "lr", "bucket"}) CHECK(a[i][key] == b[i][key]);
   }
-}
-
-std::vector<float> exported_values(const fs::path& checkpoint, const std::string& name) {
-  fs::path out = checkpoint.parent_path().parent_path() / ("export-" + checkpoint.filename().string());
-  run_export(checkpoint, out, "f32");
-  return SafeTensors(out / "model.safetensors").read_floats(name);
 }
 
 std::vector<float> all_exported(const fs::path& checkpoint) {

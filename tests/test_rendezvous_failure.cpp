@@ -14,8 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "dist/rendezvous.h"
 #include "runtime/error.h"
-#include "runtime/rendezvous.h"
 #include "tests/process_util.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-// The rendezvous' wire format (runtime/rendezvous_wire.h) byte by byte, checked against the layout written
+// The rendezvous' wire format (dist/rendezvous_wire.h) byte by byte, checked against the layout written
 // out here by hand (magic "DFRV", type, aux, length as big-endian u32, then the body), and a foreign client
 // on rank 0's port that the ranks must ignore.
 #include <arpa/inet.h>
@@ -9,9 +9,9 @@
 #include <chrono>
 #include <thread>
 
+#include "dist/rendezvous.h"
+#include "dist/rendezvous_wire.h"
 #include "runtime/error.h"
-#include "runtime/rendezvous.h"
-#include "runtime/rendezvous_wire.h"
 #include "tests/process_util.h"
 #include "tests/test_util.h"
 

@@ -2,10 +2,10 @@
 // sharded store's slices, the CPU communicator's refusals, target config fields, spec decoder bounds, the stash.
 #include <memory>
 
+#include "dist/comm.h"
 #include "graphs/checkpoint.h"
 #include "model/hf_config.h"
 #include "runtime/autograd.h"
-#include "runtime/comm.h"
 #include "tests/checkpoint_io_util.h"
 #include "tests/spec_test_util.h"
 #include "tests/target_fixtures.h"

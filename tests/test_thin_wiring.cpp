@@ -5,9 +5,9 @@
 #include <set>
 
 #include "data/data.h"
+#include "dist/rendezvous.h"
 #include "graphs/overlap.h"
 #include "runtime/profile.h"
-#include "runtime/rendezvous.h"
 #include "runtime/safetensors.h"
 #include "tests/process_util.h"
 #include "tests/target_fixtures.h"

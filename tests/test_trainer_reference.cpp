@@ -1,6 +1,6 @@
 // The trainer against an independent update: every step's logged grad_norm, lr, loss, accuracy,
 // tau and tokens and every worker's weights after it equal a double-precision re-computation from
-// DFLASH.md (tests/reference_update.h) of the step's k*W micro-batch gradients, each taken at the
+// docs/MODEL.md (tests/reference_update.h) of the step's k*W micro-batch gradients, each taken at the
 // weights the trainer held before the step (tests/micro_batch_gradients.h). Several k and W; one
 // config where eps = 1e-3 makes the gradient's scale show in the weights, one where clipping binds,
 // one after a warm start. Every worker's weights are equal after the warm start and after each step.

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm.h"
-#include "runtime/coordinator.h"
+#include "dist/comm.h"
+#include "dist/coordinator.h"
+#include "dist/launch.h"
+#include "dist/rendezvous.h"
 #include "runtime/device.h"
-#include "runtime/launch.h"
-#include "runtime/rendezvous.h"
 #include "train/config.h"
 
 namespace dflash {

@@ -61,7 +61,7 @@ struct TrainingConfig {
 };
 
 // [eval]: the real acceptance length during training and the `spec` command's decoding settings
-// (DFLASH.md, "Speculative decoding with a trained drafter (greedy)").
+// (docs/MODEL.md, "Speculative decoding").
 struct EvalConfig {
   std::filesystem::path spec_prompts;     // JSONL {"input_ids": [...]}; empty: no spec_tau in training
   int64_t spec_every = 0;                 // optimizer steps; 0: before and after training only

@@ -1,4 +1,4 @@
-// Evaluation over every valid anchor of a data set (DFLASH.md, "User interface": eval): each
+// Evaluation over every valid anchor of a data set (docs/MODEL.md, "Loss weights and the loss"): each
 // sequence's anchors in passes of its bucket's N, the target run online, and every figure a ratio
 // of sums over all blocks of the whole set, so the result does not depend on batching or buckets.
 #pragma once

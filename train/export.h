@@ -1,4 +1,4 @@
-// The exported drafter (DFLASH.md, "Exported drafter"): config.json + model.safetensors as SGLang's
+// The exported drafter (docs/MODEL.md, "Files"): config.json + model.safetensors as SGLang's
 // and vLLM's DFlash loaders and z-lab's code read them (tests/golden/serving-fields lists every field),
 // plus modeling_dflash.py for transformers' AutoModel; writing it, reading it back for a warm start,
 // and loading drafter weights from either an export or a checkpoints/step-N directory.

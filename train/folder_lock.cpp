@@ -12,7 +12,7 @@
 #include <sstream>
 #include <utility>
 
-#include "runtime/coordinator.h"
+#include "dist/coordinator.h"
 #include "runtime/error.h"
 #include "train/job.h"
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/launch.h"
+#include "dist/launch.h"
 #include "train/config.h"
 
 namespace dflash {

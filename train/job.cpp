@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "data/synthetic.h"
+#include "dist/launch.h"
 #include "model/target.h"
 #include "runtime/context.h"
-#include "runtime/launch.h"
 #include "runtime/fileio.h"
 #include "train/export.h"
 #include "train/memory_fit.h"

@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/coordinator.h"
 #include "model/drafter_spec.h"
-#include "runtime/coordinator.h"
 #include "runtime/optimizer.h"
 
 namespace dflash {

@@ -1,4 +1,4 @@
-// The real acceptance length (DFLASH.md, "Speculative decoding with a trained drafter (greedy)"):
+// The real acceptance length (docs/MODEL.md, "Speculative decoding"):
 // prompts, stop ids, one prompt decoded with the drafter and by the target alone with the
 // lossless check, and the figures (tau macro and micro, SGLang's accept length, the histogram of
 // accepted lengths, tokens per second and the speedup). `dflash-train spec` and training's

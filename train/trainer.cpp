@@ -46,35 +46,26 @@ class SignalGuard {
  private:
   struct sigaction old_int_, old_term_;
 };
-
-// The steps since the last log line: figures are their means (tokens/s over their time).
-struct Interval {
-  int n = 0;
-  double loss = 0, accuracy = 0, tau = 0, grad_norm = 0, ms = 0;
-  int64_t tokens = 0;
-  void add(const StepRecord& r, int64_t step_tokens) {
-    ++n;
-    loss += r.loss;
-    accuracy += r.accuracy;
-    tau += r.tau;
-    grad_norm += r.grad_norm;
-    ms += r.step_ms;
-    tokens += step_tokens;
-  }
-  StepRecord mean(StepRecord last, size_t workers) const {
-    last.loss = loss / n;
-    last.accuracy = accuracy / n;
-    last.tau = tau / n;
-    last.grad_norm = grad_norm / n;
-    last.step_ms = ms / n;
-    last.tokens_per_s = double(tokens) / (ms / 1000) / double(workers);
-    last.tokens = tokens;
-    return last;
-  }
-};
 }  // namespace
 
 namespace trainer_detail {
+
+nlohmann::json LogInterval::to_json() const {
+  return {{"steps", n},         {"loss", loss}, {"accuracy", accuracy}, {"tau", tau},
+          {"grad_norm", grad_norm}, {"ms", ms},     {"tokens", tokens}};
+}
+
+LogInterval LogInterval::from_json(const nlohmann::json& j) {
+  LogInterval i;
+  i.n = j.value("steps", 0);
+  i.loss = j.value("loss", 0.0);
+  i.accuracy = j.value("accuracy", 0.0);
+  i.tau = j.value("tau", 0.0);
+  i.grad_norm = j.value("grad_norm", 0.0);
+  i.ms = j.value("ms", 0.0);
+  i.tokens = j.value("tokens", int64_t(0));
+  return i;
+}
 
 TrainResult Trainer::run() {
   const Config& c = job_.cfg;
@@ -111,7 +102,6 @@ TrainResult Trainer::run() {
   auto t_start = Clock::now();
   int64_t first = step;
   bool saved_here = false;
-  Interval interval;
   while (step < total) {
     auto t0 = Clock::now();
     stop_flag_ = stop_requested();
@@ -127,15 +117,15 @@ TrainResult Trainer::run() {
                                            << ". The parameters of this step are not saved; resume from the last "
                                               "checkpoint with a lower training.lr or training.max_grad_norm, and "
                                               "check the data");
-    interval.add(r, gathered_.tokens);
+    interval_.add(r, gathered_.tokens);  // continues the resumed checkpoint's
     report_weights(step);
     if (hooks_.after_step) hooks_.after_step(step);
     const bool log_step = step % c.metrics.log_every == 0 || step == total || step == 1;
     if (log_step) {
-      log_.record(interval.mean(r, size_t(cluster_.world)), total);
-      interval = Interval();
+      log_.record(interval_.mean(r, size_t(cluster_.world)), total);
+      interval_ = LogInterval();
     } else if (step == first + 1) {  // a line after a resume; the record waits for the interval's end
-      log_.info(interval.mean(r, size_t(cluster_.world)).line(total));
+      log_.info(interval_.mean(r, size_t(cluster_.world)).line(total));
     }
     double per_step = seconds_since(t_start) / double(step - first);
     log_.progress("step " + std::to_string(step) + "/" + std::to_string(total) + "  loss " +
@@ -239,6 +229,7 @@ int64_t Trainer::resume() {
     state = load_any_checkpoint(dir, r->drafter().params(), r->optimizer());
   }
   if (coord_->rank() == 0) resumed_unwritten_ = state.value("metrics_unwritten", std::vector<std::string>{});
+  interval_ = LogInterval::from_json(state.value("log_interval", nlohmann::json::object()));
   const PlannerState saved = PlannerState::from_json(state.at("planner"), (dir / "state.json").string());
   // Rank 0 compares the data's fingerprints; every rank follows its verdict.
   const std::string verdict = coord_->rank() == 0 ? check_data_unchanged(c, state, data_fingerprint_, dir) : "";
@@ -284,6 +275,7 @@ fs::path Trainer::save(int64_t step) {
                           {kIdentityKey, identity_}};
   if (!data_fingerprint_.is_null()) state[kDataFingerprintKey] = data_fingerprint_;
   if (!log_.unwritten().empty()) state["metrics_unwritten"] = log_.unwritten();
+  if (interval_.n > 0) state["log_interval"] = interval_.to_json();
   std::vector<std::string> prune_warnings;
   auto prune = [&] {
     prune_checkpoints(c.job.dump_folder, c.checkpoint.keep, &prune_warnings);

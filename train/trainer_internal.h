@@ -16,10 +16,10 @@
 
 #include "data/data.h"
 #include "data/shards.h"
+#include "dist/comm.h"
+#include "dist/coordinator.h"
 #include "graphs/startup_report.h"
 #include "graphs/worker.h"
-#include "runtime/comm.h"
-#include "runtime/coordinator.h"
 #include "train/bucket_step.h"
 #include "train/cluster.h"
 #include "train/eval.h"
@@ -41,6 +41,36 @@ inline double seconds_since(Clock::time_point t) { return std::chrono::duration<
 // This process's place in a run launched by torchrun or srun; null for one process, or when the
 // caller gives the cluster (tests). trainer_startup.cpp.
 std::unique_ptr<ProcessGroup> join_if_launched(const Config& cfg, const ClusterSpec* given);
+
+// The steps since the last log line: the record at its end holds their means (tokens/s over
+// their time). Checkpoints keep it, so that a run resumed inside an interval logs the record an
+// uninterrupted run would (doubles survive JSON exactly).
+struct LogInterval {
+  int n = 0;
+  double loss = 0, accuracy = 0, tau = 0, grad_norm = 0, ms = 0;
+  int64_t tokens = 0;
+  void add(const StepRecord& r, int64_t step_tokens) {
+    ++n;
+    loss += r.loss;
+    accuracy += r.accuracy;
+    tau += r.tau;
+    grad_norm += r.grad_norm;
+    ms += r.step_ms;
+    tokens += step_tokens;
+  }
+  StepRecord mean(StepRecord last, size_t workers) const {
+    last.loss = loss / n;
+    last.accuracy = accuracy / n;
+    last.tau = tau / n;
+    last.grad_norm = grad_norm / n;
+    last.step_ms = ms / n;
+    last.tokens_per_s = double(tokens) / (ms / 1000) / double(workers);
+    last.tokens = tokens;
+    return last;
+  }
+  nlohmann::json to_json() const;  // state.json's "log_interval" (trainer.cpp)
+  static LogInterval from_json(const nlohmann::json& j);  // {} (older checkpoints): empty
+};
 
 class Trainer {
  public:
@@ -89,6 +119,7 @@ class Trainer {
   nlohmann::ordered_json identity_;  // saved with every checkpoint, checked on resume
   nlohmann::json data_fingerprint_;  // rank 0: of data.train and data.eval, saved and checked likewise
   std::vector<std::string> resumed_unwritten_;  // rank 0: records the resumed checkpoint kept for metrics.jsonl
+  LogInterval interval_;  // every rank: the steps since the last log line, saved with each checkpoint
   std::unique_ptr<Dataset> train_, eval_;
   std::unique_ptr<HiddenDataset> hidden_;
   std::unique_ptr<BatchPlanner> planner_;

@@ -104,8 +104,8 @@ void normalize_weights(const float* w, int64_t n, float eps, float* out);
 // out[0] = sum_i [argmax_i == label_i] [w_i > 0.5] / (sum_i w_i + eps).
 void weighted_accuracy(const int32_t* argmax, const int32_t* labels, const float* w, int64_t n, float eps, float* out);
 
-// dflash_batch.cpp: the DFlash step's data-side tensors (DFLASH.md), computed inside the program
-// from its static inputs. T = N * bs draft slots per sequence.
+// dflash_batch.cpp: the DFlash step's data-side tensors (docs/MODEL.md, "The drafter forward" and
+// "Loss weights and the loss"), computed inside the program from its static inputs. T = N * bs draft slots per sequence.
 struct DFlashDims {
   int64_t B, S, N, bs;
   int32_t mask_token_id;

@@ -49,8 +49,8 @@ void arange_from(const int32_t* base, int64_t n, int32_t* out);
 // minus the largest other entry (0 when the maximum is repeated; +inf when V = 1).
 void argmax_rows(const float* x, int64_t n, int64_t V, int32_t* index, float* margin, float* top);
 
-// spec_decode.cpp: the control of greedy speculative decoding (DFLASH.md, "Speculative decoding"),
-// over a device-side state of kSpecStateFields i32 (fields below). All sizes are fixed per program.
+// spec_decode.cpp: the control of greedy speculative decoding (docs/MODEL.md, "Speculative
+// decoding"), over a device-side state of kSpecStateFields i32 (fields below). All sizes are fixed per program.
 namespace spec_state {
 enum : int {
   start = 0,        // the next block's first position (the drafter's anchor)

@@ -1,5 +1,18 @@
 // GEMM through Eigen (single-threaded; workers are our threads). Row-major, any transposes.
+// GCC 12's AVX-512 intrinsics (avx512fintrin.h) make their "undefined" vectors by initialising a
+// variable from itself; inlined into Eigen's packet math, that use is reported by
+// -Wmaybe-uninitialized and -Wuninitialized despite the system-header exemption. Both are silenced
+// for the third-party headers alone: Eigen/Core stays the first include, so the intrinsics headers
+// are read inside this push/pop and the rest of the file keeps every warning.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include "kernels/cpu/cpu_kernels.h"
 

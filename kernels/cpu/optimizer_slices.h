@@ -1,4 +1,4 @@
-// CPU kernels of the update over ranks (runtime/optimizer_distributed.cpp): the squared-gradient
+// CPU kernels of the update over ranks (dist/optimizer_distributed.cpp): the squared-gradient
 // sum of one slice, and the global norm from the slices' sums added in rank order.
 #pragma once
 #include <cstdint>

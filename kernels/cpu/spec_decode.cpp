@@ -1,5 +1,5 @@
-// The control of greedy speculative decoding on the CPU (DFLASH.md, "Speculative decoding"): the
-// small kernels that move the device-side state between a recorded program's passes.
+// The control of greedy speculative decoding on the CPU (docs/MODEL.md, "Speculative decoding"):
+// the small kernels that move the device-side state between a recorded program's passes.
 #include <cstring>
 
 #include "kernels/cpu/decode_kernels.h"

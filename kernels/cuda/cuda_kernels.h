@@ -220,7 +220,7 @@ inline constexpr int kDFlashSums = 7;
 void dflash_metrics(const float* ce, const int32_t* argmax, const int32_t* labels, const float* w, const float* lw,
                     const int32_t* keep, int64_t B, int64_t N, int64_t bs, float* out, void* stream);
 
-// dflash_attention.cu, dflash_attention_backward.cu: DFlash block-sparse attention (DFLASH.md,
+// dflash_attention.cu, dflash_attention_backward.cu: DFlash block-sparse attention (docs/MODEL.md,
 // "The attention mask"; the same semantics as kernels/cpu/attention.cpp). q [B, T, nh, hd] with
 // T = N*bs, k and v [B, S+T, nkv, hd], all of one dtype (bf16 flag); anchors, keep i32 [B, N].
 // Needs hd % 8 == 0, hd <= 256, 1 <= bs <= 64, nh % nkv == 0 and 16-byte aligned q, k, v, dout.

@@ -1,4 +1,4 @@
-// CUDA kernels of the update over ranks (runtime/optimizer_distributed.cpp): scale a gradient
+// CUDA kernels of the update over ranks (dist/optimizer_distributed.cpp): scale a gradient
 // slice and sum its squares in a fixed order, the norm from the slices' sums in rank order with
 // the lr schedule, AdamW over one slice (writing its bf16 compute copy), and the step's end.
 #pragma once

@@ -1,7 +1,7 @@
 # The DFlash drafter for Hugging Face transformers, written by `dflash-train export` beside an export's
 # config.json (whose auto_map names DFlashDraftModel), so that
 # transformers.AutoModel.from_pretrained(export_dir, trust_remote_code=True) loads it.
-"""DFlash drafter (PyTorch): the math of dflash.cpp's drafter (docs/DFLASH.md, "The drafter forward")
+"""DFlash drafter (PyTorch): the math of dflash.cpp's drafter (docs/MODEL.md, "The drafter forward")
 with parameter names equal to model.safetensors' (no `model.` prefix, no embedding, no lm_head: the
 drafter uses the target's). Also a greedy speculative decoder with the reference's counting rule.
 
@@ -192,7 +192,7 @@ class DFlashDraftModel(PreTrainedModel):
 
     @torch.no_grad()
     def spec_generate(self, target, input_ids, max_new_tokens, stop_token_ids=None, block_size=None):
-        """Greedy speculative decoding, batch 1 (docs/DFLASH.md, "Speculative decoding").
+        """Greedy speculative decoding, batch 1 (docs/MODEL.md, "Speculative decoding").
         Returns (output ids [1, n + new], tokens produced per round). A round produces
         min(a + 1, n + max_new - start - 1) tokens, cut after a stop token; the last verify block is
         shortened to the budget left. The output equals the target's own greedy decoding."""

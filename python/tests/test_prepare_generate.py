@@ -51,13 +51,14 @@ def test_all_builds_each_turn_from_the_earlier_answers(chat_dirs, tokenizers, tm
     prompts = read_jsonl(first)
     assert [p["id"] for p in prompts] == ["c1#1", f"{data}:2#1"]
     assert prompts[0]["prompt_ids"] == reference_ids(tok, ROWS[0]["messages"][:1])
-    # The target's answers: the second conversation's ends by its stop token, the first's by the budget.
+    # The target's answers: the first conversation's ends by its stop token (left out of the next prompt's
+    # history), the second's by the budget.
     stop = tok.convert_tokens_to_ids("<|im_end|>")
-    answer = tok("Five, I think.", add_special_tokens=False)["input_ids"]
-    blue = tok("Red.", add_special_tokens=False)["input_ids"] + [stop]
+    answer = tok("Five, I think.", add_special_tokens=False)["input_ids"] + [stop]
+    blue = tok("Red.", add_special_tokens=False)["input_ids"]
     answers = write_generated(tmp_path / "turn-1.jsonl", [
-        {"id": "c1#1", "prompt_ids": prompts[0]["prompt_ids"], "output_ids": answer, "finish": "length"},
-        {"id": f"{data}:2#1", "prompt_ids": prompts[1]["prompt_ids"], "output_ids": blue, "finish": "stop"},
+        {"id": "c1#1", "prompt_ids": prompts[0]["prompt_ids"], "output_ids": answer, "finish": "stop"},
+        {"id": f"{data}:2#1", "prompt_ids": prompts[1]["prompt_ids"], "output_ids": blue, "finish": "length"},
     ])
     second = tmp_path / "turn-2.prompts.jsonl"
     code, out, err = run_prepare(capsys, "--target", chat_dirs[0], "--input", data, "--generate-prompts", "all",
@@ -70,7 +71,7 @@ def test_all_builds_each_turn_from_the_earlier_answers(chat_dirs, tokenizers, tm
     assert summary(out)["finished"] == 1
     # Every turn answered: no prompt is left.
     done = write_generated(tmp_path / "turn-2.jsonl", [
-        {"id": "c1#2", "prompt_ids": prompts[0]["prompt_ids"], "output_ids": blue, "finish": "stop"}])
+        {"id": "c1#2", "prompt_ids": prompts[0]["prompt_ids"], "output_ids": blue, "finish": "length"}])
     code, out, err = run_prepare(capsys, "--target", chat_dirs[0], "--input", data, "--generate-prompts", "all",
                                  "--answers", answers, "--answers", done, "--output", tmp_path / "turn-3.jsonl")
     assert code == 0, err

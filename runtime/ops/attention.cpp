@@ -1,4 +1,4 @@
-// dflash_attention: DFlash's block-sparse drafter attention (DFLASH.md, "The attention mask"):
+// dflash_attention: DFlash's block-sparse drafter attention (docs/MODEL.md, "The attention mask"):
 // shape checks, the forward kernel call and the backward rule (inputs q, k, v), on the CPU and
 // on CUDA (kernels/cuda/dflash_attention*.cu: bf16 or f32, head dim a multiple of 8 up to 256).
 #include "kernels/cpu/cpu_kernels.h"
@@ -12,7 +12,7 @@ using namespace detail;
 
 namespace {
 constexpr const char* kOp = "dflash_attention";
-// FLOP per visible (query, key) pair and per head-dim unit, as ../shared/BENCH.md counts them:
+// FLOP per visible (query, key) pair and per head-dim unit, as docs/MODEL.md, "FLOP counting", counts them:
 // forward Q K^T and P V (2 + 2); backward 2.5x the forward.
 constexpr double kForwardFlopPerPair = 4.0, kBackwardFlopPerPair = 10.0;
 

@@ -70,7 +70,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, float
            kOp << ": q " << q.describe() << ", k " << k.describe() << " or v " << v.describe()
                << " requires grad, but causal_attention has no backward (it serves the frozen target); "
                   "run the target under NoGrad");
-  // As ../shared/BENCH.md counts attention: 2 products of 2 hd FLOP a head per visible (query, key) pair.
+  // As docs/MODEL.md, "FLOP counting", counts attention: 2 products of 2 hd FLOP a head per visible (query, key) pair.
   note_flop_cost(4.0 * double(hd * nh * B) * double(S) * double(S + 1) / 2.0, "causal attention forward");
   if (!on_cpu()) return causal_attention_cuda(q, k, v, scale);
   check_dtype(kOp, q, DType::f32, "q");

@@ -1,4 +1,4 @@
-"""Anchor for `dflash-bench spec` (issue 10): HF transformers' greedy one-token decode step of a
+"""Anchor for `dflash-bench spec`: HF transformers' greedy one-token decode step of a
 target at Qwen3-8B dimensions (random bf16 weights, sdpa attention) on top of a KV cache holding
 a prompt of each given length; with --compile, the same step under torch.compile (reported with
 its warm-up time). One JSON line per context. Usage: ref_decode.py 1024,4096 [--compile]"""
