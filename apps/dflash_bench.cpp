@@ -145,10 +145,14 @@ int main(int argc, char** argv) {
     int64_t seq = 0, anchors = 0, heads = 32, kv_heads = 8, head_dim = 128, batch = 1;  // attention
     int reps = 20, candidates = 16;
     BenchMemory ck;
-    std::vector<int64_t> contexts;
+    std::vector<int64_t> contexts, batches;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
-      if ((cmd == "spec" || cmd == "profile") && a.rfind("--context=", 0) == 0) {
+      if (cmd == "generate" && a.rfind("--batch=", 0) == 0) {
+        batches.push_back(std::stoll(a.substr(8)));
+        continue;
+      }
+      if ((cmd == "spec" || cmd == "profile" || cmd == "generate") && a.rfind("--context=", 0) == 0) {
         contexts.push_back(std::stoll(a.substr(10)));
         continue;
       }
@@ -232,6 +236,11 @@ int main(int argc, char** argv) {
       if (contexts.empty()) contexts = {1024, 4096};
       return bench_spec(model, contexts, steps, cuda);
     }
+    if (cmd == "generate") {
+      if (contexts.empty()) contexts = {512, 2048};
+      if (batches.empty()) batches = {32, 128};
+      return bench_generate(model, batches, contexts, steps, cuda);
+    }
     if (cmd == "gemms") {
       if (buckets.empty()) buckets = {{4096, 512, 1}};
       return bench_drafter_gemms(model, buckets, reps, candidates, cuda, ck, online);
@@ -264,6 +273,9 @@ int main(int argc, char** argv) {
                  "                         configures it (default shapes 4096:512, 65536:512, 1024:128)\n"
                  "       dflash-bench spec [--cuda] [--model=qwen3-8b|small] [--context=N ...] [--steps=N]\n"
                  "                         speculative decoding: one round and one target-alone step (random weights)\n"
+                 "       dflash-bench generate [--cuda] [--model=qwen3-8b|small] [--batch=B ...] [--context=N ...] [--steps=N]\n"
+                 "                         batched decoding (dflash-train generate): the decode step against its bandwidth\n"
+                 "                         floor, then a whole run of 2 x B prompts (random weights)\n"
 
                  "       dflash-bench multi --gpus=N [--model=M] [--bucket=SEQ:ANCHORS] [--steps=N] [--overlap [--bf16]]\n"
                  "                         [--shard] [--no-checkpointing] [--baseline]   the step on N GPUs (NCCL)\n");

@@ -6,6 +6,9 @@
 //   dflash-train spec --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]
 //                     [--output FILE.jsonl] [--temperature T --top-p P --top-k K --seed S]
 //                                                  greedy or sampled speculative decoding: the real tau and speedup
+//   dflash-train generate --config FILE --prompts FILE.jsonl --output FILE.jsonl [--max-new-tokens N]
+//                     [--temperature T --top-p P --top-k K] [--batch B] [--seed S]
+//                                                  regenerate responses with the target, batched and resumable
 //   dflash-train export --checkpoint DIR --out DIR [--dtype bf16|f32] [--overwrite]
 // Exit status: 0 done; 1 an error; 2 a usage error; 3 training stopped by SIGTERM or SIGINT after
 // writing its checkpoint (resume with the same command; a scheduler requeues on it).
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "train/commands.h"
+#include "train/generate.h"
 #include "train/spec_eval.h"
 #include "train/trainer.h"
 
@@ -29,6 +33,9 @@ const char* kUsage =
     "       dflash-train spec    --config FILE --drafter DIR [--prompts FILE.jsonl] [--max-new-tokens N]\n"
     "                            [--output FILE.jsonl] [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
     "                            [--section.key=value ...]\n"
+    "       dflash-train generate --config FILE --prompts FILE.jsonl --output FILE.jsonl [--max-new-tokens N]\n"
+    "                            [--temperature T] [--top-p P] [--top-k K] [--batch B] [--seed S]\n"
+    "                            [--section.key=value ...]\n"
     "       dflash-train export  --checkpoint DIR --out DIR [--dtype bf16|f32] [--overwrite]\n"
     "exit status: 0 done, 1 error, 2 usage error, 3 training stopped by SIGTERM/SIGINT after its checkpoint\n";
 
@@ -40,7 +47,8 @@ struct Args {
   std::string config, drafter, checkpoint, out, dtype = "bf16", prompts, max_new_tokens, output;
   std::vector<std::string> overrides;
   bool overwrite = false;  // export: replace a previous export in --out
-  bool sampling = false;  // --temperature, --top-p, --top-k or --seed given (overrides of eval.spec_*)
+  bool sampling = false;  // --temperature, --top-p, --top-k or --seed given (overrides of eval.spec_* or generate.*)
+  bool batch = false;     // --batch given (generate.batch)
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -48,13 +56,31 @@ struct Args {
   std::exit(2);
 }
 
+// --max-new-tokens must be a whole number >= 1.
+int64_t check_max_new_tokens(const std::string& text) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || v < 1) usage_error("--max-new-tokens " + text + ": it must be a whole number of at least 1");
+  return v;
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   int i = 1;
   if (i < argc && argv[i][0] != '-') a.command = argv[i++];
   if (a.command != "train" && a.command != "prepare" && a.command != "hidden" && a.command != "eval" &&
-      a.command != "export" && a.command != "spec")
+      a.command != "export" && a.command != "spec" && a.command != "generate")
     usage_error("unknown command '" + a.command + "'");
+  // Sampling flags set generate.* for generate, eval.spec_* for spec (and training's spec_tau).
+  const bool gen = a.command == "generate";
+  auto key = [](bool generate, const std::string& name) {
+    return generate ? "generate." + name + "=" : "eval.spec_" + name + "=";
+  };
   for (; i < argc; ++i) {
     std::string s = argv[i];
     auto value = [&](const char* flag) -> std::string {  // never empty: "--prompts=" is a usage error
@@ -78,10 +104,11 @@ Args parse(int argc, char** argv) {
     else if (s == "--prompts" || s.rfind("--prompts=", 0) == 0) a.prompts = value("--prompts");
     else if (s == "--output" || s.rfind("--output=", 0) == 0) a.output = value("--output");
     else if (s == "--temperature" || s.rfind("--temperature=", 0) == 0)
-      a.sampling = true, a.overrides.push_back("eval.spec_temperature=" + value("--temperature"));
-    else if (s == "--top-p" || s.rfind("--top-p=", 0) == 0) a.sampling = true, a.overrides.push_back("eval.spec_top_p=" + value("--top-p"));
-    else if (s == "--top-k" || s.rfind("--top-k=", 0) == 0) a.sampling = true, a.overrides.push_back("eval.spec_top_k=" + value("--top-k"));
-    else if (s == "--seed" || s.rfind("--seed=", 0) == 0) a.sampling = true, a.overrides.push_back("eval.spec_seed=" + value("--seed"));
+      a.sampling = true, a.overrides.push_back(key(gen, "temperature") + value("--temperature"));
+    else if (s == "--top-p" || s.rfind("--top-p=", 0) == 0) a.sampling = true, a.overrides.push_back(key(gen, "top_p") + value("--top-p"));
+    else if (s == "--top-k" || s.rfind("--top-k=", 0) == 0) a.sampling = true, a.overrides.push_back(key(gen, "top_k") + value("--top-k"));
+    else if (s == "--seed" || s.rfind("--seed=", 0) == 0) a.sampling = true, a.overrides.push_back(key(gen, "seed") + value("--seed"));
+    else if (s == "--batch" || s.rfind("--batch=", 0) == 0) a.batch = true, a.overrides.push_back("generate.batch=" + value("--batch"));
     else if (s == "--max-new-tokens" || s.rfind("--max-new-tokens=", 0) == 0) a.max_new_tokens = value("--max-new-tokens");
     else if (s.rfind("--", 0) == 0 && s.find('=') != std::string::npos) a.overrides.push_back(s.substr(2));
     else usage_error("unexpected argument '" + s + "' (overrides are written --section.key=value)");
@@ -94,29 +121,25 @@ Args parse(int argc, char** argv) {
   if (a.overwrite && a.command != "export") usage_error("--overwrite belongs to the export command");
   if ((a.command == "eval" || a.command == "spec") && a.drafter.empty())
     usage_error(a.command + " needs --drafter DIR (an export or checkpoints/step-N)");
-  if (a.command != "spec" && (!a.prompts.empty() || !a.max_new_tokens.empty() || !a.output.empty() || a.sampling))
+  if (a.command != "spec" && a.command != "generate" &&
+      (!a.prompts.empty() || !a.max_new_tokens.empty() || !a.output.empty() || a.sampling))
     usage_error("--prompts, --max-new-tokens, --output, --temperature, --top-p, --top-k and --seed belong to the spec "
-                "command (training's spec_tau reads eval.spec_temperature and the like)");
+                "and generate commands (training's spec_tau reads eval.spec_temperature and the like)");
+  if (a.batch && a.command != "generate") usage_error("--batch belongs to the generate command (generate.batch)");
+  if (a.command == "generate" && (a.prompts.empty() || a.output.empty()))
+    usage_error("generate needs --prompts FILE.jsonl ({\"id\", \"prompt_ids\"} per line) and --output FILE.jsonl");
+  if (a.command == "generate" && !a.max_new_tokens.empty()) {
+    check_max_new_tokens(a.max_new_tokens);
+    a.overrides.push_back("generate.max_new_tokens=" + a.max_new_tokens);
+  }
   return a;
 }
-// --max-new-tokens must be a whole number >= 1.
 SpecCommandOptions spec_options(const Args& a) {
   SpecCommandOptions o;
   o.drafter = a.drafter;
   o.prompts = a.prompts;
   o.output = a.output;
-  if (!a.max_new_tokens.empty()) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(a.max_new_tokens, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != a.max_new_tokens.size() || v < 1)
-      usage_error("--max-new-tokens " + a.max_new_tokens + ": it must be a whole number of at least 1");
-    o.max_new_tokens = v;
-  }
+  if (!a.max_new_tokens.empty()) o.max_new_tokens = check_max_new_tokens(a.max_new_tokens);
   return o;
 }
 }  // namespace
@@ -133,6 +156,7 @@ int main(int argc, char** argv) {
     else if (a.command == "hidden") run_hidden(cfg);
     else if (a.command == "eval") run_eval(cfg, a.drafter);
     else if (a.command == "spec") run_spec(cfg, spec_options(a));
+    else if (a.command == "generate") run_generate(cfg, {a.prompts, a.output, std::nullopt, {}, false});
     else if (run_training(cfg).interrupted) return kStoppedStatus;
     return 0;
   } catch (const std::exception& e) {

@@ -50,6 +50,7 @@ class Target {
 
  private:
   friend class TargetDecoder;  // model/target_decode.h: the same layers over a KV cache
+  friend class SlotTargetDecoder;  // model/target_slots.h: the same layers over a slot KV cache
   Target() = default;          // for random()
   struct Layer {
     Tensor input_norm, post_norm;  // [H]

@@ -22,6 +22,20 @@ Tensor linear_rowwise(const Tensor& x, const Tensor& w);
 Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos0,
                         float scale);
 
+// The slot KV cache of batched decoding (runtime/ops/slot_cache.cpp; kernels/cpu/generate_kernels.h
+// says what each computes): every query row carries its slot and position, i32 [n] on the device,
+// -1 marking a padding row. q [n, nh, hd]; k_cache, v_cache [S, C, nkv, hd]; row i sees keys
+// 0..min(pos[i], C-1) of slot slot[i] (its own key written there first); a padding row gives 0.
+// CPU f32; CUDA f32 or bf16 (one dtype), hd a multiple of 8 up to 256.
+Tensor slot_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& slot,
+                      const Tensor& pos, float scale);
+// cache [S, C, ...] row (slot[i], pos[i]) = src [n, ...] row i; padding rows and rows outside the
+// cache are skipped.
+void scatter_slot_rows_(const Tensor& cache, const Tensor& src, const Tensor& slot, const Tensor& pos);
+// out [m, ...] row e = src [n, ...] row index[e] (index i32 [m] on the device); 0 where index[e] is
+// outside [0, n).
+Tensor gather_rows(const Tensor& src, const Tensor& index);
+
 // dst row (dst_at + r) = src row (src_at + r) for r < min(n, count); rows are slices along dim 0
 // of equal size and dtype. dst_at, src_at and count are i32 [1] on the device, or undefined for
 // 0, 0 and n. Rows outside either tensor are skipped (never written out of bounds).

@@ -18,8 +18,8 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on shared GPU hosts
 tools=(memcheck racecheck initcheck synccheck)
 parts_of() {  # parts_of TOOL: its parts, in order
   case $1 in
-    racecheck) echo model misc ops spec sampling attention attention-query attention-fused ;;
-    *) echo model ops spec attention ;;
+    racecheck) echo model misc ops spec sampling attention attention-query attention-fused generate ;;
+    *) echo model ops spec attention generate ;;
   esac
 }
 
@@ -81,6 +81,9 @@ selection() {  # selection TOOL PART: sets sel (doctest's filters), skip (cases 
     # initcheck: without the hot shape's speed case (S 4096, N 512), which takes over 8 minutes under it
     initcheck:attention) sel=(--test-suite=gpu-attention) skip='*hot shape*' ;;
     *:attention) sel=(--test-suite=gpu-attention) limit=500 ;;
+    # batched decoding's kernels (slot attention, scatter, gather, the control kernels, keyed draws) without
+    # the decode step's timing at Qwen3-8B dims (minutes under a tool)
+    *:generate) sel=(--test-suite=gpu-generate) skip='the decode step at Qwen3-8B*' ;;
     *) echo "gpu-test: $1 has no part '$2' (its parts: $(parts_of "$1"))"; return 2 ;;
   esac
 }

@@ -227,6 +227,22 @@ mutant "GPU cuDNN attention: a plan reused for another softmax scale" "-ts=gpu-c
 mutant "GPU cuDNN attention: a plan reused for another sequence length" "-ts=gpu-cudnn" \
   'return x.B == y.B && x.S == y.S && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&' \
   'return x.B == y.B && x.nh == y.nh && x.nkv == y.nkv && x.hd == y.hd &&'
+# --- Batched decoding: the slot cache's kernels (kernels/cuda/slot_attention.cu, generate.cu) ---
+mutant "GPU slot attention: a row sees its keys up to pos - 1, not pos" "-ts=gpu-generate -tc=slot?attention*" \
+  'int64_t last = a.pos[i] < G.C ? a.pos[i] : G.C - 1;' \
+  'int64_t last = a.pos[i] < G.C ? a.pos[i] - 1 : G.C - 1;'
+mutant "GPU slot attention: every kv head's CTA loads the first group's query heads" "-ts=gpu-generate -tc=slot?attention*" \
+  'sQ[e] = d < hd ? load(a.q, a.bf16, (i * G.nh + g * G.group + r) * hd + d) : 0.0f;' \
+  'sQ[e] = d < hd ? load(a.q, a.bf16, (i * G.nh + r) * hd + d) : 0.0f;'
+mutant "GPU slot attention: the merge adds each slice's output without its max's scale" "-ts=gpu-generate -tc=slot?attention*" \
+  'if (ms != -INFINITY) o += a.partial_o[(s * plane + ih) * G.hd + d] * __expf(ms - M);' \
+  'if (ms != -INFINITY) o += a.partial_o[(s * plane + ih) * G.hd + d];'
+mutant "GPU scatter: every slot's rows written into slot 0" "-ts=gpu-generate -tc=slot?attention*" \
+  'return s >= 0 && s < S && p >= 0 && p < C ? s * C + p : -1;' \
+  'return s >= 0 && s < S && p >= 0 && p < C ? p : -1;'
+mutant "GPU gather: every entry takes row 0" "-ts=gpu-generate -tc=slot?attention*" \
+  'out[i] = r >= 0 && r < n ? src[r * units + u] : U{};' \
+  'out[i] = r >= 0 && r < n ? src[u] : U{};'
 # --- Config keys whose effect shows on a GPU only (docs/TESTING.md, "Config keys and their mutants") ---
 mutant "key runtime.gemm_tuning ignored (cuBLAS picks, no table)" "-ts=gpu-gemm-tuning" \
   'const bool tunes_gemms = c.runtime.gemm_tuning && c.runtime.graphs && cluster_.devices[0].is_cuda();' \

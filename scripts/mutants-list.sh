@@ -376,6 +376,10 @@ mutant "fill_f32: the last element left unfilled" "-ts=ops-kernels-wiring -tc=fi
 mutant "fill_zero: the byte count taken as a float count (a quarter zeroed)" "-ts=ops-kernels-wiring -tc=fill*" \
   'void fill_zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }' \
   'void fill_zero(void* p, size_t bytes) { std::memset(p, 0, bytes / sizeof(float)); }'
+# --- kernels/cpu/generate.cpp ---
+mutant "generate sampler: a token drawn with the uniform number of its input's position, not its own" "-ts=generate -tc=sampled:?each*" \
+  'sampling_uniform_at(key, int64_t(entry_pos[e]) + 1, sample_token)' \
+  'sampling_uniform_at(key, int64_t(entry_pos[e]), sample_token)'
 # --- kernels/cpu/linear_ce.cpp ---
 mutant "CE: a label equal to V read past the row instead of NaN" "-ts=ops" \
   'return label >= 0 && int64_t(label) < V;' \
@@ -429,6 +433,13 @@ mutant "rope backward adds a fresh gradient to what its buffer held" "-tc=*fresh
 mutant "rope backward overwrites a gradient another consumer wrote first" "-tc=*rope*backward*finite*" \
   '(dx_fresh ? 0.0f : dxr[h * hd + i + half]) + b;' \
   '(0.0f) + b;'
+# --- kernels/cpu/slot_attention.cpp ---
+mutant "slot attention: every row reads slot 0's keys and values" "-ts=generate -tc=greedy?outputs?equal*" \
+  'const int64_t s = slot[i];' \
+  'const int64_t s = slot[i] < 0 ? slot[i] : 0;'
+mutant "slot attention: query head h reads the keys of kv head h % nkv, not h / (nh / nkv)" "-ts=generate -tc=greedy?outputs?equal*" \
+  'const float* kh = k + s * slot_stride + (h / group) * hd;' \
+  'const float* kh = k + s * slot_stride + (h % d.nkv) * hd;'
 # --- kernels/cpu/spec_decode.cpp ---
 mutant "spec_accept: the rollback bias ignored" "-ts=spec" \
   'state[f::target_len] = state[f::start] + rollback_bias;  // the rollback' \
@@ -504,6 +515,19 @@ mutant "heuristics: the causal kernel's two m tiles where they do not fit" "-ts=
 mutant "heuristics: the target's attention on cuDNN for auto in a build without it" "-ts=heuristics" \
   'return cudnn_built;' \
   'return true;'
+# --- model/batch_generator.cpp ---
+mutant "generate sampler: top_p ignored (the whole distribution kept)" "-ts=generate -tc=*chi-square*" \
+  's.top_p = opt_.ignore_top_p ? 1.0f : opt_.top_p;' \
+  's.top_p = 1.0f;'
+mutant "continuous batching: free slots refilled only when every slot is free" "-ts=generate -tc=continuous?batching*" \
+  'while (next < requests.size()) {' \
+  'while (next < requests.size() && active == 0) {'
+mutant "generate: a stop id does not end its request" "-ts=generate -tc=greedy?outputs?equal*" \
+  'const bool stopped = is_stop(t);' \
+  'const bool stopped = false;'
+mutant "generate: the host's copy of a slot's length not advanced by a step (written back when another slot ends)" "-ts=generate -tc=greedy?outputs?equal*" \
+  'field(s, f::length) += 1;' \
+  '(void)0;'
 # --- model/dflash_ops.cpp ---
 mutant "dflash_prepare: a keep of another shape accepted" "-ts=drafter" \
   'check_shape("dflash_prepare", keep, {B, N}, "keep");' \
@@ -685,6 +709,16 @@ mutant "prepare: an assistant span stops before its end-of-turn token" "python/t
 mutant "prepare: an earlier turn's reasoning searched for as rendered content" "python/tests/test_prepare_masks.py" \
   '        content = content.rsplit(fmt.think_close, 1)[1]' \
   '        content = content'
+# --- python/dflash_data/prepare_generate.py ---
+mutant "prepare --generate-prompts last: the final assistant turn left in the prompt" "python/tests/test_prepare_generate.py -k last" \
+  'return conv_id, conv.messages[: turns[-1]]' \
+  'return conv_id, conv.messages[: turns[-1] + 1]'
+mutant "prepare --generate-prompts all: an earlier answer keeps its stop token" "python/tests/test_prepare_generate.py -k all_builds" \
+  'ids = output_ids[:-1] if finish == "stop" and output_ids else output_ids' \
+  'ids = output_ids'
+mutant "prepare --generated: the output's stop token masked out" "python/tests/test_prepare_generate.py -k generated_records" \
+  'ids, mask = list(prompt) + list(output), bytearray([0] * len(prompt) + [1] * len(output))' \
+  'ids, mask = list(prompt) + list(output), bytearray([0] * len(prompt) + [1] * (len(output) - 1) + [0])'
 # --- python/dflash_data/track.py ---
 mutant "track: a record at a step already forwarded sent again after a resume" "python/tests/test_track.py" \
   '            if step <= last.get(kind, -1):' \
@@ -1237,6 +1271,53 @@ mutant "folder lock: every rank of a run takes the lock" "-ts=folder-lock -tc=ra
 mutant "folder lock: rank 0's refusal not sent to the other ranks" "-ts=folder-lock -tc=rank?0?takes*" \
   'if (coord && coord->size() > 1) refusal = coord->broadcast(refusal);' \
   ''
+# --- train/generate_command.cpp ---
+mutant "key generate.max_length ignored (the longest prompt + max_new_tokens)" "-ts=generate -tc=a?prompt?beyond*" \
+  'const int64_t capacity = g.max_length > 0 ? g.max_length : longest + g.max_new_tokens;' \
+  'const int64_t capacity = longest + g.max_new_tokens;'
+mutant "generate resume: the ids already written generated again" "-ts=generate -tc=a?rerun*" \
+  'if (done.count(prompts[i].key)) ++sum.skipped;' \
+  'if (false) ++sum.skipped;'
+mutant "generate ranks: a rank takes every prompt from its rank on, not every world-th" "-ts=generate -tc=the?same?output?file*" \
+  'for (size_t i = size_t(rank); i < prompts.size(); i += size_t(world)) {' \
+  'for (size_t i = size_t(rank); i < prompts.size(); ++i) {'
+mutant "key generate.batch ignored (32 slots)" "-ts=config-keys -tc=generate.batch*" \
+  'const int64_t slots = g.batch;' \
+  'const int64_t slots = 32;'
+mutant "key generate.prefill_chunk ignored (256 rows)" "-ts=config-keys -tc=generate.batch*" \
+  'opt.prefill_chunk = g.prefill_chunk;' \
+  'opt.prefill_chunk = 256;'
+mutant "key generate.temperature ignored (greedy)" "-ts=config-keys -tc=?generate]*" \
+  'opt.temperature = float(g.temperature);' \
+  'opt.temperature = 0.0f;'
+mutant "key generate.top_p ignored (1)" "-ts=config-keys -tc=?generate]*" \
+  'opt.top_p = float(g.top_p);' \
+  'opt.top_p = 1.0f;'
+mutant "key generate.top_k ignored (0)" "-ts=config-keys -tc=?generate]*" \
+  'opt.top_k = g.top_k;' \
+  'opt.top_k = 0;'
+mutant "key generate.max_new_tokens ignored by the requests (2048)" "-ts=config-keys -tc=?generate]*" \
+  'requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(g.seed, p->key)});' \
+  'requests.push_back({p->ids, 2048, generate_sample_key(g.seed, p->key)});'
+mutant "key generate.seed ignored (seed 0)" "-ts=config-keys -tc=?generate]*" \
+  'requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(g.seed, p->key)});' \
+  'requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(0, p->key)});'
+mutant "key generate.seed: job.seed in its place" "-ts=config-keys -tc=?generate]*" \
+  'requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(g.seed, p->key)});' \
+  'requests.push_back({p->ids, g.max_new_tokens, generate_sample_key(cfg.job.seed, p->key)});'
+mutant "key generate.progress_every_s ignored (10 s)" "-ts=config-keys -tc=generate.batch*" \
+  '< g.progress_every_s) return;' \
+  '< 10.0) return;'
+# --- train/generate_output.cpp ---
+mutant "generate resume: an output of other settings continued (its header not compared)" "-ts=generate -tc=an?output?made*" \
+  'if (!diff.empty()) {' \
+  'if (false) {'
+mutant "generate resume: a torn last line left in place" "-ts=generate -tc=a?rerun*" \
+  'if (repair) {' \
+  'if (false) {'
+mutant "generate merge: the parts merged before every prompt has a record" "-ts=generate -tc=the?same?output?file*" \
+  'if (have < int64_t(prompts.size())) return false;' \
+  'if (false) return false;'
 # --- train/job.cpp ---
 mutant "memory_limit_gb not split among CPU workers" "-ts=config-effects" \
   '    bytes /= job.devices.size();' \

@@ -68,7 +68,7 @@ run all 0 scripts/gpu-test.sh build suites memcheck racecheck initcheck syncchec
 grep -q 'every kernel function runs under every tool' "$tmp/all.out" || fail "all: coverage did not pass"
 grep -q 'multi-gpu: skipped, one GPU' "$tmp/out-all/multi-gpu.log" || fail "all: multi-gpu not skipped on one GPU"
 grep -q -- '-DDFLASH_CUDA_ARCHS=90a$' "$tmp/out-all/cmake-calls" || fail "all: build not configured for the GPU's 90a"
-[ "$(grep -c '^== racecheck:' "$tmp/out-all/racecheck.log")" = 8 ] || fail "all: racecheck did not run its 8 parts"
+[ "$(grep -c '^== racecheck:' "$tmp/out-all/racecheck.log")" = 9 ] || fail "all: racecheck did not run its 9 parts"
 FAKE_NONE=gpu-spec run no-case 1 scripts/gpu-test.sh memcheck:spec
 grep -q 'no test case ran' "$tmp/no-case.out" || fail "no-case: a part that ran no case passed"
 run unknown-step 2 scripts/gpu-test.sh suites nosuch

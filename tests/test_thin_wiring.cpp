@@ -75,7 +75,7 @@ TEST_SUITE("thin-wiring") {
     CHECK(leaf_of("target.synthetic.seed") == "seed");
     CHECK(keys_of_section("target.synthetic").rfind("enabled, architecture, vocab_size, ", 0) == 0);
     CHECK(suggestion("training.seed", all_keys()) ==
-          "; did you mean job.seed or target.synthetic.seed or data.synthetic.seed?");
+          "; did you mean job.seed or target.synthetic.seed or data.synthetic.seed or generate.seed?");
     CHECK(suggestion("trainimg.bete1", all_keys()) == "; did you mean training.beta1?");  // two substitutions
     CHECK(fmt_double(1e-8) == "0.00000001");
     CHECK(fmt_double(1234567.25) == "1234567.25");

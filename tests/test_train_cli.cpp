@@ -69,6 +69,7 @@ TEST_SUITE("bad-input") {
     }
     const CommandOutput other = train_cli("eval --config " + config + " --drafter x --temperature=0.5");
     CHECK(exit_code(other) == 2);
-    CHECK(other.text.find("--temperature, --top-p, --top-k and --seed belong to the spec command") != std::string::npos);
+    CHECK(other.text.find("--temperature, --top-p, --top-k and --seed belong to the spec and generate commands") !=
+          std::string::npos);
   }
 }

@@ -449,6 +449,17 @@ class Parser {
             "must be in (0, 1] (1: no nucleus cut)");
     at_least(c.eval.spec_top_k, 0, "eval.spec_top_k");
 
+    at_least(c.generate.max_new_tokens, 1, "generate.max_new_tokens");
+    at_least(c.generate.batch, 1, "generate.batch");
+    at_least(c.generate.max_length, 0, "generate.max_length");
+    at_least(c.generate.prefill_chunk, 1, "generate.prefill_chunk");
+    require(std::isfinite(c.generate.temperature) && c.generate.temperature >= 0 && c.generate.temperature <= 100,
+            "generate.temperature", "must be 0 (greedy) or a temperature in (0, 100] (--temperature)");
+    require(std::isfinite(c.generate.top_p) && c.generate.top_p > 0 && c.generate.top_p <= 1, "generate.top_p",
+            "must be in (0, 1] (1: no nucleus cut) (--top-p)");
+    at_least(c.generate.top_k, 0, "generate.top_k");
+    positive(c.generate.progress_every_s, "generate.progress_every_s");
+
     require(
         valid_devices(c.runtime.devices), "runtime.devices",
         "use \"auto\", \"cpu\", \"cuda\" (every GPU) or \"cuda:N[,M...]\" with distinct GPU ids, e.g. \"cuda:0,1\"");

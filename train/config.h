@@ -75,6 +75,21 @@ struct EvalConfig {
   uint64_t spec_seed = 0;                 // the sampling streams (one per prompt, keyed by its index)
 };
 
+// `dflash-train generate` (docs/USER_GUIDE.md, "Regenerating responses with the target"): batched
+// decoding of prompts by the target alone. Stop ids follow eval.spec_stop_token_ids (and
+// spec_ignore_eos, else the target's eos_token_id).
+struct GenerateConfig {
+  int64_t max_new_tokens = 2048;  // new tokens per prompt at most (--max-new-tokens)
+  int64_t batch = 32;             // slots: prompts decoded at once (--batch)
+  int64_t max_length = 0;         // positions per slot; 0: the longest prompt + max_new_tokens
+  int64_t prefill_chunk = 256;    // prompt rows per recorded prefill program
+  double temperature = 0;         // 0: greedy (--temperature)
+  double top_p = 1;               // (0, 1] (--top-p)
+  int64_t top_k = 0;              // 0: no cut (--top-k)
+  uint64_t seed = 0;              // the sampling streams, one per prompt keyed by its id (--seed)
+  double progress_every_s = 10;   // seconds between progress lines
+};
+
 struct RuntimeConfig {
   std::string devices = "auto";  // "auto", "cpu", "cuda" (all GPUs) or "cuda:0,1"
   bool graphs = true;            // false: eager mode, the debugging path
@@ -119,6 +134,7 @@ struct Config {
   std::vector<Bucket> buckets;
   TrainingConfig training;
   EvalConfig eval;
+  GenerateConfig generate;
   RuntimeConfig runtime;
   CheckpointConfig checkpoint;
   MetricsConfig metrics;

@@ -82,6 +82,15 @@ const std::vector<Field>& fields() {
       DF_FIELD(eval.spec_top_p, number),
       DF_FIELD(eval.spec_top_k, integer),
       DF_FIELD(eval.spec_seed, seed),
+      DF_FIELD(generate.max_new_tokens, integer),
+      DF_FIELD(generate.batch, integer),
+      DF_FIELD(generate.max_length, integer),
+      DF_FIELD(generate.prefill_chunk, integer),
+      DF_FIELD(generate.temperature, number),
+      DF_FIELD(generate.top_p, number),
+      DF_FIELD(generate.top_k, integer),
+      DF_FIELD(generate.seed, seed),
+      DF_FIELD(generate.progress_every_s, number),
       DF_FIELD(runtime.devices, text),
       DF_FIELD(runtime.graphs, boolean),
       DF_FIELD(runtime.cpu_workers, integer),
@@ -112,7 +121,7 @@ const std::vector<Field>& fields() {
 #undef DF_FIELD
 
 const std::vector<std::string> kSections = {"job",      "target",     "target.synthetic", "drafter", "data",
-                                            "data.synthetic", "training", "eval", "runtime", "checkpoint",
+                                            "data.synthetic", "training", "eval", "generate", "runtime", "checkpoint",
                                             "metrics"};
 const std::vector<std::string> kBucketKeys = {"seq", "anchors", "batch"};
 

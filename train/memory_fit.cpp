@@ -90,4 +90,44 @@ void check_persistent_fit(const WorkerShape& w, uint64_t available, const std::s
                                             << "CPU workers, or use a device with more memory");
 }
 
+PersistentNeed generate_need(const GenerateShape& g) {
+  PersistentNeed need;
+  const TargetSpec& t = g.target;
+  const int64_t compute = g.cuda ? 2 : 4;
+  need.parts.push_back({"target weights", target_bytes(t, compute, 0)});
+  need.parts.push_back({"KV caches (" + std::to_string(g.slots) + " slots x " + std::to_string(g.capacity) +
+                            " positions x " + std::to_string(t.num_hidden_layers) + " layers)",
+                        product({2, t.num_hidden_layers, g.slots, g.capacity, t.num_key_value_heads, t.head_dim,
+                                 compute})});
+  // The slot state, the step's result, and the prefill chunk's inputs and result, each with a host copy.
+  need.parts.push_back({"static inputs and outputs and their host copies",
+                        sum({product({2, 4, g.slots, 8 + 2}), product({2, 4, g.prefill_chunk, 3})})});
+  need.total = 0;
+  for (const PersistentNeed::Part& p : need.parts) need.total = sum({need.total, p.bytes});
+  return need;
+}
+
+void check_generate_fit(const GenerateShape& g, uint64_t available, const std::string& device,
+                        const std::string& available_source) {
+  const PersistentNeed need = generate_need(g);
+  if (need.total && *need.total <= available) return;
+  GenerateShape one = g, two = g;
+  one.slots = 1;
+  two.slots = 2;
+  const Bytes fixed_and_slot = generate_need(one).total, two_slots = generate_need(two).total;
+  std::string largest = "none: not even one slot of " + std::to_string(g.capacity) + " positions fits";
+  if (fixed_and_slot && two_slots && *fixed_and_slot <= available) {
+    const uint64_t per_slot = *two_slots - *fixed_and_slot, fixed = *fixed_and_slot - per_slot;
+    largest = std::to_string((available - fixed) / per_slot);
+  }
+  std::string parts;
+  for (const PersistentNeed::Part& p : need.parts) parts += "\n  " + p.what + ": " + text(p.bytes);
+  DF_FAIL("generate: --batch " << g.slots << " does not fit on " << device << ": the target and the KV caches need "
+                               << text(need.total) << ", but only " << text(available) << " are available ("
+                               << available_source << "). Nothing was allocated. Per part:" << parts
+                               << "\nthe largest batch that fits: " << largest
+                               << "\nfix: lower --batch (generate.batch), or generate.max_length (each slot's "
+                               << "positions; 0 sizes it to the longest prompt plus --max-new-tokens)");
+}
+
 }  // namespace dflash

@@ -41,4 +41,19 @@ PersistentNeed persistent_need(const WorkerShape& w);
 void check_persistent_fit(const WorkerShape& w, uint64_t available, const std::string& device,
                           const std::string& available_source);
 
+// `dflash-train generate`: the target's weights, the KV caches of `slots` slots of `capacity`
+// positions, and the programs' static inputs and outputs (decode step and prefill chunk), from
+// the dims alone.
+struct GenerateShape {
+  TargetSpec target;
+  int64_t slots = 1, capacity = 1, prefill_chunk = 1;
+  bool cuda = false;  // bf16 weights and caches
+};
+PersistentNeed generate_need(const GenerateShape& g);
+
+// Refuses, before anything is allocated, when generate_need exceeds `available`: with every part,
+// the total, the available bytes and their source, and the largest batch (slots) that fits.
+void check_generate_fit(const GenerateShape& g, uint64_t available, const std::string& device,
+                        const std::string& available_source);
+
 }  // namespace dflash

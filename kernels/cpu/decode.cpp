@@ -7,21 +7,6 @@
 
 namespace dflash::kernels::cpu {
 
-namespace {
-
-// a . b summed in eight fixed lanes, then the lanes in a fixed tree, then the tail in order.
-inline float dot8(const float* a, const float* b, int64_t n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int l = 0; l < 8; ++l) lane[l] += a[k + l] * b[k + l];
-  float s = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
-  for (; k < n; ++k) s += a[k] * b[k];
-  return s;
-}
-
-}  // namespace
-
 // Columns in blocks of 16 so a block of w stays in cache while every row of x passes over it.
 void linear_rows_f32(const float* x, const float* w, float* y, int64_t M, int64_t K, int64_t N) {
   constexpr int64_t kCols = 16;

@@ -9,6 +9,18 @@
 
 namespace dflash::kernels::cpu {
 
+// a . b summed in eight fixed lanes, then the lanes in a fixed tree, then the tail in order: the
+// dot product of every row-independent decode kernel.
+inline float dot8(const float* a, const float* b, int64_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += a[k + l] * b[k + l];
+  float s = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+  for (; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
 // decode.cpp
 // y[i, j] = dot(x[i, :], w[j, :]) for x [M, K], w [N, K], y [M, N]: each dot product is summed in
 // eight fixed lanes, so y's row i depends on x's row i only (not on M).
@@ -94,11 +106,16 @@ DFLASH_HOST_DEVICE inline uint64_t sampling_mix(uint64_t x) {  // splitmix64's f
   x ^= x >> 31;
   return x;
 }
-// A uniform number in [0, 1) with 24 random bits (exact in f32), the same on every device.
-DFLASH_HOST_DEVICE inline float sampling_uniform(const int32_t* state, int64_t position, int purpose) {
-  const uint64_t key = (uint64_t(uint32_t(state[spec_state::key_hi])) << 32) | uint32_t(state[spec_state::key_lo]);
+// A uniform number in [0, 1) with 24 random bits (exact in f32), the same on every device: a
+// function of the stream's key, a position and a purpose only.
+DFLASH_HOST_DEVICE inline float sampling_uniform_at(uint64_t key, int64_t position, int purpose) {
   const uint64_t h = sampling_mix(key ^ sampling_mix(uint64_t(position) * 4u + uint64_t(purpose)));
   return float(h >> 40) * (1.0f / 16777216.0f);
+}
+// The same with the key of a speculative-decoding state.
+DFLASH_HOST_DEVICE inline float sampling_uniform(const int32_t* state, int64_t position, int purpose) {
+  const uint64_t key = (uint64_t(uint32_t(state[spec_state::key_hi])) << 32) | uint32_t(state[spec_state::key_lo]);
+  return sampling_uniform_at(key, position, purpose);
 }
 
 struct SamplingParams {
@@ -111,6 +128,9 @@ struct SamplingParams {
 // set of largest probabilities whose mass reaches top_p (a token is kept when the probabilities
 // strictly above it sum to less than top_p; ties kept together), renormalised. Zero elsewhere.
 void sampling_probs(const float* logits, int64_t n, int64_t V, const SamplingParams& s, float* probs);
+// The token drawn from one row p [V] of probabilities with uniform u: the first j whose running
+// sum exceeds u * (the row's sum); the last nonzero entry when rounding leaves none.
+int32_t sampling_draw(const float* p, int64_t V, float u);
 // tokens[r] = the token drawn from probs row r (inverse CDF over the row's own sum) with the
 // uniform number of position state[base] + state[plus] + offset + r and `purpose`.
 void spec_sample(const int32_t* state, int base, int plus, int64_t offset, const float* probs, int64_t n, int64_t V,

@@ -45,9 +45,9 @@ uint32_t top_p_key(const float* p, int64_t V, float top_p) {
   return lo;
 }
 
-// The first j whose running sum exceeds u * (the row's sum); the last nonzero entry when rounding
-// leaves none.
-int32_t draw(const float* p, int64_t V, float u) {
+}  // namespace
+
+int32_t sampling_draw(const float* p, int64_t V, float u) {
   float total = 0;
   for (int64_t j = 0; j < V; ++j) total += p[j];
   const float target = u * total;
@@ -61,7 +61,6 @@ int32_t draw(const float* p, int64_t V, float u) {
   }
   return last;
 }
-}  // namespace
 
 void sampling_probs(const float* logits, int64_t n, int64_t V, const SamplingParams& s, float* probs) {
   for (int64_t r = 0; r < n; ++r) {
@@ -93,7 +92,7 @@ void sampling_probs(const float* logits, int64_t n, int64_t V, const SamplingPar
 void spec_sample(const int32_t* state, int base, int plus, int64_t offset, const float* probs, int64_t n, int64_t V,
                  int purpose, int32_t* tokens) {
   const int64_t pos0 = int64_t(state[base]) + int64_t(state[plus]) + offset;
-  for (int64_t r = 0; r < n; ++r) tokens[r] = draw(probs + r * V, V, sampling_uniform(state, pos0 + r, purpose));
+  for (int64_t r = 0; r < n; ++r) tokens[r] = sampling_draw(probs + r * V, V, sampling_uniform(state, pos0 + r, purpose));
 }
 
 void spec_accept_sampled(int32_t* state, const int32_t* block, const float* p, const float* q, int64_t bs, int64_t V,
@@ -111,7 +110,7 @@ void spec_accept_sampled(int32_t* state, const int32_t* block, const float* p, c
   const float u = sampling_uniform(state, start + a + 1, sample_bonus);
   int32_t bonus;
   if (a == L - 1) {
-    bonus = draw(p + a * V, V, u);
+    bonus = sampling_draw(p + a * V, V, u);
   } else {
     // The residual max(0, p[a] - q[a+1]), drawn without storing it: its sum, then a running sum.
     const float* pa = p + a * V;
@@ -130,7 +129,7 @@ void spec_accept_sampled(int32_t* state, const int32_t* block, const float* p, c
         if (run > target) break;
       }
     } else {
-      bonus = draw(pa, V, u);
+      bonus = sampling_draw(pa, V, u);
     }
   }
   result[0] = a;

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_kernels.h"
+#include "kernels/cuda/kv_tiles.cuh"
 
 namespace dflash::kernels::cuda {
 
@@ -28,37 +29,6 @@ struct Geometry {
 };
 
 constexpr int kThreads = kWarps * 32;
-
-// Rows [0, 32) of T tiles of HD columns into f32 shared memory: element (j, d) of tile t is
-// src[t][at(j, d)] when valid(j) and d < hd, else 0, stored at dst[t][j * stride[t] + d]. Every
-// thread first issues all its 16-byte loads (T * HD / 32 of them), then stores, so the tiles wait
-// about one memory latency together.
-template <int HD, int T, class At, class Valid>
-__device__ __forceinline__ void load_tiles_packs(float* const (&dst)[T], const int (&stride)[T],
-                                                 const bf16_t* const (&src)[T], int64_t hd, At at, Valid valid) {
-  constexpr int kPacksPerRow = HD / 8, kPerThread = 32 * kPacksPerRow / kThreads;
-  static_assert(kPerThread >= 1 && 32 * kPacksPerRow % kThreads == 0, "cached attention: packs must split evenly");
-  uint4 raw[T][kPerThread];
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int p = k * kThreads + int(threadIdx.x), j = p / kPacksPerRow, d0 = (p % kPacksPerRow) * 8;
-    const bool on = d0 < hd && valid(j);
-    const int64_t off = on ? at(j, d0) : 0;
-#pragma unroll
-    for (int t = 0; t < T; ++t)
-      raw[t][k] = on ? *reinterpret_cast<const uint4*>(src[t] + off) : make_uint4(0u, 0u, 0u, 0u);
-  }
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int p = k * kThreads + int(threadIdx.x), j = p / kPacksPerRow, d0 = (p % kPacksPerRow) * 8;
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      const bf16_t* e = reinterpret_cast<const bf16_t*>(&raw[t][k]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) dst[t][j * stride[t] + d0 + i] = __bfloat162float(e[i]);
-    }
-  }
-}
 
 // Row r of kv head g: query i = r / group, head g * group + r % group.
 __device__ __forceinline__ int64_t head_of(const Geometry& G, int64_t g, int64_t r) { return g * G.group + r % G.group; }
@@ -97,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
     float* const dst[1] = {sQ};
     const int stride[1] = {HD};
     const bf16_t* const src[1] = {static_cast<const bf16_t*>(a.q)};
-    load_tiles_packs<HD>(
+    load_tiles_packs<HD, kThreads>(
         dst, stride, src, hd,
         [&](int r, int d) {
           const int64_t row = row0 + r;
@@ -138,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) slices_kernel(CachedAttentionArgs a,
       float* const dst[2] = {sK, sV};
       const int stride[2] = {HD + 1, HD};
       const bf16_t* const src[2] = {static_cast<const bf16_t*>(a.k), static_cast<const bf16_t*>(a.v)};
-      load_tiles_packs<HD>(dst, stride, src, hd, at, valid);
+      load_tiles_packs<HD, kThreads>(dst, stride, src, hd, at, valid);
     } else {
       for (int e = threadIdx.x; e < kKeys * HD; e += blockDim.x) {
         const int j = e / HD, d = e % HD;

@@ -1,11 +1,14 @@
 // Sampled speculative decoding on the GPU (kernels/cpu/spec_sampling.cpp is the reference): one
-// CTA of kThreads per row for the sampling distribution and the draws, one CTA for the rejection
-// step. The threshold searches bisect the floats' order keys, as on the CPU.
+// CTA of kThreads per row for the sampling distribution and the draws (batched decoding's keyed
+// draws too), one CTA for the rejection step. The threshold searches bisect the floats' order
+// keys, as on the CPU.
 #include <cfloat>
 
 #include "kernels/cpu/decode_kernels.h"
+#include "kernels/cpu/generate_kernels.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_kernels.h"
+#include "kernels/cuda/generate_kernels.h"
 
 namespace dflash::kernels::cuda {
 
@@ -157,6 +160,25 @@ __global__ void sample_kernel(const int32_t* state, int base, int plus, int64_t 
   if (threadIdx.x == 0) tokens[blockIdx.x] = t;
 }
 
+// Batched decoding (kernels/cpu/generate.cpp's generate_sample): entry e draws with its slot's key
+// at position entry_pos + 1; an entry without a slot gives -1.
+__global__ void generate_sample_kernel(const int32_t* state, int64_t S, const float* probs, int64_t V,
+                                       const int32_t* entry_slot, const int32_t* entry_pos, int32_t* tokens) {
+  __shared__ float scratch[kThreads / 32];
+  __shared__ int32_t token;
+  const int64_t e = blockIdx.x, s = entry_slot[e];
+  if (s < 0 || s >= S || entry_pos[e] < 0) {  // uniform over the CTA: it returns whole
+    if (threadIdx.x == 0) tokens[e] = -1;
+    return;
+  }
+  namespace g = kernels::cpu::generate_slot;
+  const int32_t* slot = state + s * kernels::cpu::kGenerateSlotFields;
+  const uint64_t key = (uint64_t(uint32_t(slot[g::key_hi])) << 32) | uint32_t(slot[g::key_lo]);
+  const float u = kernels::cpu::sampling_uniform_at(key, int64_t(entry_pos[e]) + 1, kernels::cpu::sample_token);
+  const int32_t t = block_draw(probs + e * V, nullptr, V, u, scratch, &token);
+  if (threadIdx.x == 0) tokens[e] = t;
+}
+
 __global__ void accept_sampled_kernel(int32_t* state, const int32_t* block, const float* p, const float* q, int64_t bs,
                                       int64_t V, int32_t rollback_bias, bool accept_all, int32_t* result) {
   __shared__ float scratch[kThreads / 32];
@@ -217,6 +239,14 @@ void spec_sample(const int32_t* state, int base, int plus, int64_t offset, const
   if (n == 0) return;
   sample_kernel<<<unsigned(n), kThreads, 0, as_stream(stream)>>>(state, base, plus, offset, probs, V, purpose, tokens);
   check_launch("spec_sample");
+}
+
+void generate_sample(const int32_t* state, int64_t S, const float* probs, int64_t m, int64_t V,
+                     const int32_t* entry_slot, const int32_t* entry_pos, int32_t* tokens, void* stream) {
+  if (m == 0) return;
+  generate_sample_kernel<<<unsigned(m), kThreads, 0, as_stream(stream)>>>(state, S, probs, V, entry_slot, entry_pos,
+                                                                           tokens);
+  check_launch("generate_sample");
 }
 
 void spec_accept_sampled(int32_t* state, const int32_t* block, const float* p, const float* q, int64_t bs, int64_t V,

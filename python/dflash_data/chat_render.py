@@ -161,18 +161,19 @@ class ChatRenderer:
                 self._compiled[text] = compiled
         return self._compiled[text]
 
-    def render(self, messages, tools=None, template_kwargs=None):
-        """The rendered conversation; a template error becomes a PrepareError holding the template's message."""
+    def render(self, messages, tools=None, template_kwargs=None, add_generation_prompt=False):
+        """The rendered conversation (with the next assistant turn's header when add_generation_prompt: a prompt);
+        a template error becomes a PrepareError holding the template's message."""
         kwargs = self._kwargs if not template_kwargs else {**self._kwargs, **template_kwargs}
         try:
             compiled = self._compiled_template(self.template_text(tools))
             if compiled is None:
                 extra = {k: v for k, v in kwargs.items() if k not in self._tokenizer.special_tokens_map}
                 return self._tokenizer.apply_chat_template(
-                    messages, tools=tools, tokenize=False, add_generation_prompt=False, **extra
+                    messages, tools=tools, tokenize=False, add_generation_prompt=add_generation_prompt, **extra
                 )
             return compiled.render(
-                messages=messages, tools=tools, documents=None, add_generation_prompt=False, **kwargs
+                messages=messages, tools=tools, documents=None, add_generation_prompt=add_generation_prompt, **kwargs
             )
         except PrepareError:
             raise

@@ -1,7 +1,8 @@
 """The walk-through's tiny variant (docs/USER_GUIDE.md, section 2), run as the guide prints it: the commands of
 its marked block, line by line, in a fresh folder that sees the repository's configs/, python/, build/ and .venv/
 through links, without network. After each command the test checks what it made: the target with its tokenizer,
-loss masks whose ones are exactly the assistant turns, a training run whose loss falls, a bench report of all five
+prompts as transformers' chat template renders them, the target's answers, loss masks whose ones are exactly those
+answers, a training run whose loss falls, a bench report of all five
 datasets, an export that loads back into `dflash-train spec`. Then `dflash-train spec --output` on z-lab's golden
 case (tests/golden/dflash-zlab) must give the reference package's outputs and per-round counts exactly.
 Skipped until build/dflash-train is built."""
@@ -63,30 +64,38 @@ def check_target(work, config):
     assert model["vocab_size"] == 512 and "eos_token_id" not in model
 
 
-def check_masks(work, config, words):
-    """Every sequence's ones decode to exactly its conversation's assistant turns, each closed by <|im_end|>."""
+def check_prompts(work, config, words):
+    """Every prompt is its conversation up to the final assistant turn as transformers renders it with the generation
+    prompt, tokenized without special tokens; ids are the rows' own."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(work / config["target"]["path"]))
-    split = option(words, "--split")
+    roles = {"human": "user", "gpt": "assistant", "system": "system"}
+    rows, prompts = jsonl(SHAREGPT / f"{option(words, '--split')}.jsonl"), jsonl(work / option(words, "--output"))
+    assert len(prompts) == len(rows) > 0
+    for row, prompt in zip(rows, prompts):
+        messages = [{"role": roles[t["from"]], "content": t["value"]} for t in row["conversations"]]
+        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        text = tokenizer.apply_chat_template(messages[:last], tokenize=False, add_generation_prompt=True)
+        assert prompt == {"id": row["id"], "prompt_ids": tokenizer(text, add_special_tokens=False)["input_ids"]}
+
+
+def check_generated(work, words):
+    """The header, then one record per prompt in the prompts' order, each running to --max-new-tokens (no stop id)."""
+    lines = jsonl(work / option(words, "--output"))
+    prompts, new = jsonl(work / option(words, "--prompts")), int(option(words, "--max-new-tokens"))
+    assert lines[0]["format"] == "dflash-train generate" and lines[0]["max_new_tokens"] == new
+    assert [(r["id"], r["prompt_ids"]) for r in lines[1:]] == [(p["id"], p["prompt_ids"]) for p in prompts]
+    assert all(len(r["output_ids"]) == new and r["finish"] == "length" for r in lines[1:])
+    assert all(0 <= t < 512 for r in lines[1:] for t in r["output_ids"])
+
+
+def check_training_data(work, config, words):
+    """Each sequence is a record's prompt and answer, the loss mask 1 exactly on the answer."""
     out = work / (option(words, "--output") if "--output" in words else config["data"]["train"])
-    rows, lines = jsonl(SHAREGPT / f"{split}.jsonl"), jsonl(out)
-    assert len(lines) == len(rows) > 0
-    for row, line in zip(rows, lines):
-        ids, mask = line["input_ids"], line["loss_mask"]
-        assert len(ids) == len(mask) and set(mask) <= {0, 1}
-        runs, current = [], []
-        for i, m in zip(ids, mask):
-            if m:
-                current.append(i)
-            elif current:
-                runs.append(current)
-                current = []
-        if current:
-            runs.append(current)
-        answers = [turn["value"] + "<|im_end|>" for turn in row["conversations"] if turn["from"] == "gpt"]
-        assert [tokenizer.decode(r) for r in runs] == answers, row["id"]
-        assert mask[0] == 0 and config["drafter"]["mask_token_id"] not in ids
+    records = jsonl(work / option(words, "--generated"))[1:]
+    assert jsonl(out) == [{"input_ids": r["prompt_ids"] + r["output_ids"],
+                           "loss_mask": [0] * len(r["prompt_ids"]) + [1] * len(r["output_ids"])} for r in records]
 
 
 def check_training(work, config):
@@ -136,6 +145,8 @@ def test_tiny_walkthrough_as_the_guide_prints_it(tmp_path):
     commands = guide_commands()
     programs = [(c[0], c[1]) for c in commands]
     assert programs == [("./build/dflash-train", "prepare"), (".venv/bin/dflash-data", "prepare"),
+                        (".venv/bin/dflash-data", "prepare"), ("./build/dflash-train", "generate"),
+                        ("./build/dflash-train", "generate"), (".venv/bin/dflash-data", "prepare"),
                         (".venv/bin/dflash-data", "prepare"), ("./build/dflash-train", "--config"),
                         (".venv/bin/dflash-data", "bench"), ("./build/dflash-train", "export"),
                         ("./build/dflash-train", "spec")], commands
@@ -150,8 +161,12 @@ def test_tiny_walkthrough_as_the_guide_prints_it(tmp_path):
             target_config = tomllib.loads((tmp_path / option(words, "--config")).read_text())
             assert target_config["target"]["path"] == config["target"]["path"]
             check_target(tmp_path, config)
+        elif words[1] == "prepare" and "--generate-prompts" in words:
+            check_prompts(tmp_path, config, words)
         elif words[1] == "prepare":
-            check_masks(tmp_path, config, words)
+            check_training_data(tmp_path, config, words)
+        elif words[1] == "generate":
+            check_generated(tmp_path, words)
         elif words[1] == "--config":
             check_training(tmp_path, config)
         elif words[1] == "bench":
