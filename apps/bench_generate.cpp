@@ -81,9 +81,9 @@ int bench_generate(const std::string& model, const std::vector<int64_t>& batches
                   double(batch) / step_s, floor_h100 * 1e3, 100.0 * floor_h100 / step_s);
       char buf[256];
       std::snprintf(buf, sizeof buf,
-                    "%s{\"batch\":%lld,\"context\":%lld,\"step_ms\":%.4f,\"tokens_per_s\":%.1f,\"floor_ms_h100\":%.4f,"
+                    "%s{\"batch\":%lld,\"context\":%lld,\"new_tokens\":%d,\"step_ms\":%.4f,\"tokens_per_s\":%.1f,\"floor_ms_h100\":%.4f,"
                     "\"floor_ms_h200\":%.4f}",
-                    first ? "" : ",", (long long)batch, (long long)L, step_s * 1e3, double(batch) / step_s,
+                    first ? "" : ",", (long long)batch, (long long)L, steps + 1, step_s * 1e3, double(batch) / step_s,
                     floor_h100 * 1e3, bytes / h200 * 1e3);
       json += buf;
       first = false;

@@ -4,7 +4,8 @@
 # few percent by which GPU hosts differ cancel out. Not part of the product (dev/README.md).
 #   here:     bash dev/ab-commit.sh prepare BASE        # BASE's versions of the changed sources into
 #                                                       # .deps/base, then scripts/gpu-prepare.sh: carry .deps
-#   GPU host: bash dev/ab-commit.sh run "ARGS" ...      # each "ARGS" one dflash-bench command line, e.g.
+#   GPU host: bash dev/ab-commit.sh build               # both trees' dflash-bench (run builds them too)
+#             bash dev/ab-commit.sh run "ARGS" ...      # each "ARGS" one dflash-bench command line, e.g.
 #             bash dev/ab-commit.sh run "step --cuda --model=qwen3-8b --bucket=4096:512 --steps=20"
 # The base tree is this one with BASE's sources (kernels runtime graphs model data train apps
 # CMakeLists.txt; a source new since BASE is left out); tests, scripts and docs stay this tree's.
@@ -27,18 +28,24 @@ case ${1:-} in
     done
     echo "base $(cat .deps/base-commit): $(find .deps/base -type f | wc -l) files"
     bash scripts/gpu-prepare.sh ;;
-  run)
+  build | run)
+    cmd=$1
     shift
-    [ $# -gt 0 ] || { echo "usage: dev/ab-commit.sh run \"ARGS\" ..."; exit 2; }
+    [ "$cmd" = build ] || [ $# -gt 0 ] || { echo "usage: dev/ab-commit.sh run \"ARGS\" ..."; exit 2; }
     [ -d .deps/base ] || { echo "ab-commit: no .deps/base; run dev/ab-commit.sh prepare BASE here first"; exit 1; }
     tree=${TMPDIR:-/tmp}/dflash-base-tree
-    rm -rf "$tree" && mkdir -p "$tree"
-    tar --exclude=./build --exclude=./build-base -cf - . | tar -xf - -C "$tree"
-    cp -r .deps/base/. "$tree/"
-    while IFS= read -r f; do rm -f "$tree/$f"; done < .deps/base-new
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j "$(nproc)" --target dflash-bench
-    cmake -S "$tree" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    if [ ! -f build-base/build.ninja ]; then  # the base tree, once a host
+      rm -rf "$tree" && mkdir -p "$tree"
+      tar --exclude=./build --exclude=./build-base -cf - . | tar -xf - -C "$tree"
+      cp -r .deps/base/. "$tree/"
+      while IFS= read -r f; do rm -f "$tree/$f"; done < .deps/base-new
+    fi
+    archs=$(bash scripts/cuda-archs.sh)
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CUDA_ARCHS="$archs" >/dev/null &&
+      cmake --build build -j "$(nproc)" --target dflash-bench
+    cmake -S "$tree" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFLASH_CUDA_ARCHS="$archs" >/dev/null &&
       cmake --build build-base -j "$(nproc)" --target dflash-bench
+    [ "$cmd" = run ] || exit 0
     echo "base $(cat .deps/base-commit) against $(cat .deps/commit 2>/dev/null || echo 'this tree')"
     for b in build-base build build-base build build-base build; do  # three repeats, interleaved
       for args in "$@"; do
@@ -47,5 +54,5 @@ case ${1:-} in
         ./$b/dflash-bench $args
       done
     done ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

@@ -44,6 +44,11 @@ elif a[0] == "target":
 elif a[0] == "spec":
     print(json.dumps({"bench": "spec", "model": "qwen3-8b", "block_size": 16, "floor_ms": 3.0, "contexts":
                       [{"context": int(c), "round_ms": 10.0, "drafter_ms": 2.0, "step_ms": 7.0} for c in vals("context")]}))
+elif a[0] == "generate":
+    n = int(vals("steps")[0]) + 1
+    print(json.dumps({"bench": "generate", "model": "qwen3-8b", "steps": [
+        {"batch": int(b), "context": 512, "new_tokens": n, "step_ms": 10.0, "tokens_per_s": 100.0 * int(b),
+         "floor_ms_h100": 6.0, "floor_ms_h200": 4.0} for b in vals("batch")]}))
 EOF'
 cat >"$tmp/tree/scripts/anchors/ref_drafter.py" <<'EOF'
 import json, sys
@@ -57,6 +62,8 @@ echo 'import json, sys; [print(json.dumps({"seq": int(s), "fwd_ms": int(s) / 30}
   >"$tmp/tree/scripts/anchors/ref_target.py"
 echo 'import json, sys; [print(json.dumps({"context": int(c), "compiled": "--compile" in sys.argv, "step_ms": 8.0})) for c in sys.argv[1].split(",")]' \
   >"$tmp/tree/scripts/anchors/ref_decode.py"
+echo 'import json, sys; [print(json.dumps({"batch": int(b), "tokens_per_s": 50.0 * int(b), "step_ms": 20.0} if "--compile" not in sys.argv else {"batch": int(b), "error": "RuntimeError: no warm-up"})) for b in sys.argv[1].split(",")]' \
+  >"$tmp/tree/scripts/anchors/ref_generate.py"
 
 run() {  # run NAME WANT_RC SCRIPT ARGS...: one run of a script in the stand-in tree, its output in $tmp/NAME.out
   local name=$1 want=$2; shift 2
@@ -73,19 +80,24 @@ FAKE_NONE=gpu-spec run no-case 1 scripts/gpu-test.sh memcheck:spec
 grep -q 'no test case ran' "$tmp/no-case.out" || fail "no-case: a part that ran no case passed"
 run unknown-step 2 scripts/gpu-test.sh suites nosuch
 run unknown-part 2 scripts/gpu-test.sh memcheck:sampling
-run bench 0 scripts/gpu-bench.sh drafter drafter-long target online decode multi-gpu
+run bench 0 scripts/gpu-bench.sh drafter drafter-long target online decode generate multi-gpu
 python3 - "$tmp/out-bench/figures.jsonl" >"$tmp/figures.out" 2>&1 <<'EOF' || { fail "bench: figure lines"; cat "$tmp/figures.out"; }
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 keys = {"figure", "metric", "value", "unit", "anchor", "anchor_value", "ratio", "gpu", "date", "commit", "command"}
 assert all(keys <= set(x) for x in lines), "a figure line lacks a field"
-assert len(lines) == 18, f"{len(lines)} figure lines, wanted 18"
+assert len(lines) == 27, f"{len(lines)} figure lines, wanted 27"
 by = {x["figure"]: x for x in lines}
 assert by["drafter step, qwen3-8b 4096:512, checkpointing on (arena-2.49)"]["anchor_value"] == 4096 / 25
 assert by["startup, planning and recording 3 qwen3-8b buckets"]["anchor_value"] == 90.0
 assert by["drafter step, qwen3-8b 65536:512, checkpointing on (long)"]["anchor_error"] == "OutOfMemoryError"
 assert by["online step (target forward + drafter step), qwen3-8b 4096:512 (arena-7)"]["anchor_value"] == round(4096 / 30 + 4096 / 25, 2)
 assert all(x["gpu"] == "NVIDIA H100 80GB HBM3" for x in lines)
+g = by["generate, Qwen3-8B dims, batch 32, prompt 512, 512 new tokens, against HF eager"]
+assert (g["value"], g["anchor_value"], g["ratio"]) == (3200.0, 1600.0, 2.0), g
+g = by["generate, Qwen3-8B dims, batch 128, prompt 512, 512 new tokens, against HF compiled"]
+assert g["anchor_value"] is None and g["anchor_error"].startswith("RuntimeError"), g
+assert by["generate decode step against its bandwidth floor, batch 1, context 512-1024"]["value"] == 60.0
 EOF
 grep -q '^== anchor' "$tmp/out-bench/online.log" && fail "bench: online measured anchors this run already had"
 [ "$failures" -eq 0 ] && echo "test-gpu-scripts: gpu-test.sh and gpu-bench.sh judged right on stand-ins" || exit 1
