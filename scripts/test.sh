@@ -8,9 +8,12 @@
 # (scripts/test-kill-resume.sh), the Python tools' tests (python/tests) (GPU suites "gpu-*" run on a
 # GPU host through scripts/gpu-test.sh), the control-flow test of scripts/gpu2-check.sh and the
 # self-tests of scripts/racecheck-foreign.sh, of the sanitizer coverage tools and of gpu-test.sh and
-# gpu-bench.sh. CI (.ci/run) follows it with the mutation probes (scripts/mutants.sh).
+# gpu-bench.sh. Last, on a tree without uncommitted changes and without arguments, the mutation probes
+# (scripts/mutants.sh --in-place --rotate) for what is left of 30 minutes since it began (at least 5).
+# Arguments go to dflash-tests (doctest filters) and skip the mutation probes. CI (.ci/run) runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
 bash scripts/check-layers.sh --self-test
 bash scripts/check-layers.sh
 bash scripts/check-getenv.sh --self-test && bash scripts/check-getenv.sh  # only docs/config.md's variables
@@ -31,3 +34,14 @@ bash scripts/test-gpu2-check.sh  # the multi-GPU check script's control flow, wi
 bash scripts/test-racecheck-foreign.sh  # gpu-test.sh racecheck's judge of racecheck logs
 bash scripts/test-sanitizer-coverage.sh  # gpu-test.sh coverage: the stand-in tool and the comparison
 bash scripts/test-gpu-scripts.sh  # gpu-test.sh's and gpu-bench.sh's control flow, with stand-ins
+# The mutation probes plant bugs in this tree and rebuild its build/, restoring every file; so they run
+# only when the tracked files equal the last commit (a fresh clone, as CI has), never over a user's edits.
+if [ $# -gt 0 ]; then
+  echo "test: mutation probes skipped (doctest arguments given); all of them: bash scripts/mutants.sh"
+elif ! git diff --quiet HEAD -- 2>/dev/null; then
+  echo "test: mutation probes skipped: the tree has uncommitted changes (commit them, or run bash scripts/mutants.sh, which works in a scratch copy)"
+else
+  left=$((30 * 60 - (SECONDS - start)))
+  [ "$left" -ge 300 ] || left=300
+  bash scripts/mutants.sh --in-place --rotate --budget-s "$left"
+fi
