@@ -58,7 +58,7 @@ inline KernelPaths each_kernel_paths() {
 inline void expect_kernel_paths(KernelPaths k) {
   const kernels::heuristics::Device d = kernels::cuda::device_traits();
   CHECK(d.portable == (k == KernelPaths::portable));
-  MESSAGE("runtime.kernels = \"" << kernel_paths_name(k) << "\" on compute capability " << d.major << "."
+  MESSAGE("runtime.kernels = \"" << std::string(kernel_paths_name(k)) << "\" on compute capability " << d.major << "."
                                   << d.minor << ": " << kernels::heuristics::describe(d));
 }
 
