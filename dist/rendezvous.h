@@ -76,6 +76,7 @@ class Rendezvous : public Coordinator {
   // exit_grace_s > 0 it arms the exit timer (and is printed when `print`). False: not the first.
   bool record_failure(const std::string& text, int culprit, bool print);
   RendezvousOptions opt_;
+  bool joined_ = false;  // join returned it: only then can its end leave others waiting (a failed join throws instead)
   std::string payload_;
   std::unique_ptr<State> st_;
   std::thread io_;

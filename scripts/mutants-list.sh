@@ -189,6 +189,9 @@ mutant "rendezvous: port 65536 accepted (wraps to 0, an ephemeral port)" "-ts=th
 mutant "rendezvous: a rank equal to the world size accepted" "-ts=thin-wiring -tc=rendezvous*" \
   'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world,' \
   'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank <= o.world,'
+mutant "rendezvous: a failed join arms the exit timer, ending a process that caught its error" "-ts=rendezvous?failure -tc=a?join?that?times?out*" \
+  'if (joined_ && !clean) report_failure' \
+  'if (!clean) report_failure'
 # --- dist/rendezvous_watch.cpp ---
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \

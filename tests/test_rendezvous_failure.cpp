@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,33 @@ TEST_SUITE("rendezvous failure") {
       CHECK(text.find("exited without finishing (killed or crashed; its connection ") != std::string::npos);
       std::filesystem::remove(err);
     }
+  }
+
+  TEST_CASE("a join that times out throws, and the process that catches it goes on (no exit timer armed)") {
+    const int port = free_port();
+    const auto err = stderr_file("join-timeout");
+    pid_t child = fork_child(
+        [&] {
+          RendezvousOptions o = launched(0, 2, port, 30, /*exit_grace_s=*/0.5);
+          o.timeout_s = 0.5;  // rank 1 never comes
+          try {
+            Rendezvous::join(o);
+            return 2;
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "caught: %s\n", e.what());
+          }
+          std::this_thread::sleep_for(std::chrono::seconds(2));  // past the grace: still alive
+          return 0;
+        },
+        err.string());
+    std::optional<int> rc = wait_child_for(child, 20);
+    REQUIRE_MESSAGE(rc.has_value(), "the process that caught the failed join was still running after 20 s");
+    const std::string text = read_text(err);
+    CAPTURE(text);
+    CHECK(*rc == 0);
+    CHECK(text.find("caught: rendezvous: rank 0 waited") != std::string::npos);
+    CHECK(text.find("exits with status 1") == std::string::npos);
+    std::filesystem::remove(err);
   }
 
   TEST_CASE("a stopped (hung) rank: the survivor names it after the heartbeat timeout and exits 1") {
