@@ -25,9 +25,9 @@ void check_generate_request(const std::vector<int32_t>& prompt, int64_t max_new,
     DF_CHECK(prompt[i] >= 0 && prompt[i] < vocab, where << ": prompt_ids holds " << prompt[i] << " at position " << i
                                                         << ", outside the target's vocabulary [0, " << vocab
                                                         << "); fix: tokenize with the target's tokenizer");
-  DF_CHECK(max_new >= 1, where << ": max_new_tokens is " << max_new << "; it must be >= 1");
+  DF_CHECK(max_new > 0, where << ": max_new_tokens is " << max_new << "; it must be >= 1");
   const int64_t need = int64_t(prompt.size()) + max_new;
-  DF_CHECK(max_positions <= 0 || need <= max_positions,
+  DF_CHECK(max_positions < 1 || need <= max_positions,
            where << ": the prompt's " << prompt.size() << " tokens plus max_new_tokens " << max_new << " = " << need
                  << " positions, beyond the target's max_position_embeddings " << max_positions
                  << "; fix: shorten the prompt or lower --max-new-tokens");
@@ -72,7 +72,8 @@ BatchGenerator::BatchGenerator(Device device, const Target& target, const Genera
   engine_ = std::make_unique<Engine>(*ctx_);
   engine_->add("generate/prefill", Bucket{P, 0, 1}, [this](bool) { prefill_body(); }, false);
   engine_->add("generate/step", Bucket{1, 0, S}, [this](bool) { step_body(); }, false);
-  ctx_->attach_profile(o.profile);
+  ProfileLog* const labels = o.profile;  // the programs' kernels labelled for a profile
+  ctx_->attach_profile(labels);
   engine_->build(available_bytes);
   ctx_->attach_profile(nullptr);
   prefill_ = &engine_->program("generate/prefill");

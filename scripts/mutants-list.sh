@@ -7,8 +7,8 @@ mutant "CLI: --flag=value keeps the '='" "-ts=bad-input" \
   'if (s.rfind(f + "=", 0) == 0) v = s.substr(f.size() + 1);' \
   'if (s.rfind(f + "=", 0) == 0) v = s.substr(f.size());'
 mutant "CLI: --max-new-tokens 0 accepted" "-ts=bad-input,spec" \
-  'if (used != a.max_new_tokens.size() || v < 1)' \
-  'if (used != a.max_new_tokens.size() || v < 0)'
+  'if (used != text.size() || v < 1) usage_error("--max-new-tokens "' \
+  'if (used != text.size() || v < 0) usage_error("--max-new-tokens "'
 mutant "CLI: an empty flag value taken as not given" "-ts=bad-input -tc=*max-new-tokens*" \
   'if (v.empty()) usage_error(' \
   'if (false) usage_error('

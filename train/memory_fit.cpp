@@ -110,7 +110,7 @@ PersistentNeed generate_need(const GenerateShape& g) {
 void check_generate_fit(const GenerateShape& g, uint64_t available, const std::string& device,
                         const std::string& available_source) {
   const PersistentNeed need = generate_need(g);
-  if (need.total && *need.total <= available) return;
+  if (need.total.has_value() && *need.total <= available) return;
   GenerateShape one = g, two = g;
   one.slots = 1;
   two.slots = 2;

@@ -40,7 +40,7 @@ void slot_attention_forward(const float* q, const float* k, const float* v, cons
           mx = scores[j] > mx ? scores[j] : mx;
         }
         const float correction = std::exp(row_max - mx);  // 0 before the first tile
-        row_sum *= correction;
+        row_sum = row_sum * correction;
         for (int64_t e = 0; e < hd; ++e) acc[e] *= correction;
         for (int64_t j = 0; j < m; ++j) {
           const float p = std::exp(scores[j] - mx);

@@ -51,7 +51,7 @@ Tensor slot_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
            kOp << ": " << nh << " query heads and " << nkv
                << " kv heads; the query heads must be a positive multiple of the kv heads");
   DF_CHECK(S >= 1 && C >= 1, kOp << ": the cache " << k_cache.describe() << " has no rows");
-  DF_CHECK(std::isfinite(scale) && scale > 0.0f, kOp << ": scale = " << scale << "; it must be finite and > 0");
+  DF_CHECK(scale > 0.0f && std::isfinite(scale), kOp << ": scale = " << scale << "; it must be finite and > 0");
   check_float_dtype(kOp, q, "q");
   DF_CHECK(k_cache.dtype() == q.dtype() && v_cache.dtype() == q.dtype(),
            kOp << ": q " << q.describe() << ", k_cache " << k_cache.describe() << " and v_cache "
