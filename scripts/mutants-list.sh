@@ -35,27 +35,27 @@ mutant "an epoch's partial groups flushed in reverse bucket order" "-tc=*partial
 mutant "planner: a truncated sequence without an anchor still counted as truncated" "-ts=bad-input-data" \
   'if (lengths_[i] > max_seq) --truncated_;' \
   '(void)0;'
-mutant "data planner: the shuffle never leaves a sequence in place (Sattolo, not Fisher-Yates)" "-ts=thin-wiring -tc=planner*" \
+mutant "data planner: the shuffle never leaves a sequence in place (Sattolo, not Fisher-Yates)" "-ts=data -tc=planner*" \
   'std::swap(p[i - 1], p[size_t(uniform_below(rng, i))]);' \
   'std::swap(p[i - 1], p[size_t(uniform_below(rng, i - 1))]);'
-mutant "data planner: a saved pending group as large as its batch accepted" "-ts=thin-wiring -tc=planner*" \
+mutant "data planner: a saved pending group as large as its batch accepted" "-ts=data -tc=planner*" \
   'sane = int64_t(s.pending[b].size()) < buckets_[b].batch;' \
   'sane = int64_t(s.pending[b].size()) <= buckets_[b].batch;'
-mutant "data planner: the last bucket never taken as the largest (truncation into a smaller one)" "-ts=thin-wiring -tc=planner*" \
+mutant "data planner: the last bucket never taken as the largest (truncation into a smaller one)" "-ts=data -tc=planner*" \
   'for (size_t b = 1; b < buckets_.size(); ++b)' \
   'for (size_t b = 1; b + 1 < buckets_.size(); ++b)'
 # --- data/data.h ---
-mutant "micro-batch: the anchor seed takes the index before the epoch" "-ts=inline-wiring -tc=splitmix64*" \
+mutant "micro-batch: the anchor seed takes the index before the epoch" "-ts=data -tc=splitmix64*" \
   'uint64_t anchor_seed(uint64_t base) const { return derive_seed(base, uint64_t(epoch), uint64_t(index)); }' \
   'uint64_t anchor_seed(uint64_t base) const { return derive_seed(base, uint64_t(index), uint64_t(epoch)); }'
 # --- data/hidden_shards.cpp ---
 mutant "hidden rows: a sequence as long as the largest bucket dropped under skip" "-tc=*hidden?shards:?f32*" \
   'rows[i] = lengths[i] <= max_seq ? lengths[i]' \
   'rows[i] = lengths[i] < max_seq ? lengths[i]'
-mutant "hidden shards: a rank's part numbers its sequences from 0, not its first sequence" "-ts=data,model-wiring" \
+mutant "hidden shards: a rank's part numbers its sequences from 0, not its first sequence" "-ts=data" \
   'const uint64_t n = lengths_.size(), first = uint64_t(total_) - n + uint64_t(part_ ? part_->first_sequence : 0);' \
   'const uint64_t n = lengths_.size(), first = uint64_t(total_) - n;'
-mutant "hidden index: ranks' parts that do not follow each other accepted" "-ts=data,model-wiring" \
+mutant "hidden index: ranks' parts that do not follow each other accepted" "-ts=data" \
   'DF_CHECK(e.at("first_sequence").get<int64_t>() == total,' \
   'DF_CHECK(true,'
 mutant "hidden rows: an overlong sequence under truncate gets no rows, under skip all" "-ts=data" \
@@ -118,13 +118,13 @@ mutant "thread all_reduce: slices rounded down leave the tail unreduced" "-ts=co
 mutant "reduce_scatter_: every rank's sum written into the first slice" "-ts=ranks" \
   'float* recv = p + int64_t(rank) * count;' \
   'float* recv = p;'
-mutant "thread communicator: a later rank's registration redefines the size (mismatched models accepted)" "-ts=state-wiring -tc=thread?communicator*" \
+mutant "thread communicator: a later rank's registration redefines the size (mismatched models accepted)" "-ts=concurrency -tc=thread?communicator*" \
   'if (n_ == 0 && n > 0) {' \
   'if (n > 0) {'
-mutant "communicator: an all_reduce over fewer floats than registered accepted" "-ts=state-wiring -tc=thread?communicator*" \
+mutant "communicator: an all_reduce over fewer floats than registered accepted" "-ts=concurrency -tc=thread?communicator*" \
   'DF_CHECK(buffers[size_t(rank)] == data && n == want,' \
   'DF_CHECK(buffers[size_t(rank)] == data,'
-mutant "reduce_scatter_: a buffer that does not split into equal slices accepted" "-ts=state-wiring -tc=thread?communicator*" \
+mutant "reduce_scatter_: a buffer that does not split into equal slices accepted" "-ts=concurrency -tc=thread?communicator*" \
   'DF_CHECK(flat.numel() % world == 0, "reduce_scatter: " << flat.describe() << " does not split into " << world' \
   'DF_CHECK(flat.numel() >= world, "reduce_scatter: " << flat.describe() << " does not split into " << world'
 # --- dist/coordinator.cpp ---
@@ -183,10 +183,10 @@ mutant "rendezvous: a joiner that reports another world size accepted" "-ts=rend
 mutant "rendezvous: the timeout names the ranks that arrived, not the missing ones" "-ts=rendezvous*" \
   'if (!by_rank[size_t(k)]) missing +=' \
   'if (by_rank[size_t(k)]) missing +='
-mutant "rendezvous: port 65536 accepted (wraps to 0, an ephemeral port)" "-ts=thin-wiring -tc=rendezvous*" \
+mutant "rendezvous: port 65536 accepted (wraps to 0, an ephemeral port)" "-ts=rendezvous -tc=rendezvous*" \
   'DF_CHECK(o.port >= 1 && o.port <= 65535, "rendezvous: port "' \
   'DF_CHECK(o.port >= 1 && o.port <= 65536, "rendezvous: port "'
-mutant "rendezvous: a rank equal to the world size accepted" "-ts=thin-wiring -tc=rendezvous*" \
+mutant "rendezvous: a rank equal to the world size accepted" "-ts=rendezvous -tc=rendezvous*" \
   'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world,' \
   'DF_CHECK(o.world >= 1 && o.rank >= 0 && o.rank <= o.world,'
 mutant "rendezvous: a failed join arms the exit timer, ending a process that caught its error" "-ts=rendezvous?failure -tc=a?join?that?times?out*" \
@@ -196,10 +196,10 @@ mutant "rendezvous: a failed join arms the exit timer, ending a process that cau
 mutant "an abort hook installed after the watchdog saw a failure never runs" "-ts=rendezvous" \
   'abort_if_wanted();  // a hook installed after the failure was seen' \
   '(void)0;  // a hook installed after the failure was seen'
-mutant "rendezvous watch: a later failure replaces the first one recorded" "-ts=thin-wiring -tc=rendezvous*" \
+mutant "rendezvous watch: a later failure replaces the first one recorded" "-ts=rendezvous -tc=rendezvous*" \
   'if (s.failure) return false;' \
   'if (false) return false;'
-mutant "rendezvous watch: this rank's own failure after finish() dropped" "-ts=thin-wiring -tc=rendezvous*" \
+mutant "rendezvous watch: this rank's own failure after finish() dropped" "-ts=rendezvous -tc=rendezvous*" \
   'if (print && s.finished) return false;' \
   'if (s.finished) return false;'
 # --- dist/rendezvous_wire.cpp ---
@@ -236,7 +236,7 @@ mutant "checkpoint: a recomputation that takes fewer kept results accepted" "-ts
 mutant "checkpoint stash: a take() past the last put() not refused" "-ts=checkpoint -tc=*takes?fewer?or?more*" \
   'DF_CHECK(active_ && replaying_ && next_ < kept_.size(),' \
   'DF_CHECK(active_ && replaying_ && next_ <= kept_.size(),'
-mutant "checkpoint stash: kept values adopted at their storage's start, not their view's offset" "-ts=state-wiring -tc=checkpoint?stash*" \
+mutant "checkpoint stash: kept values adopted at their storage's start, not their view's offset" "-ts=checkpoint -tc=checkpoint?stash*" \
   'skipped.impl().offset = kept.impl().offset;' \
   'skipped.impl().offset = 0;'
 # --- graphs/engine.cpp ---
@@ -253,7 +253,7 @@ mutant "available memory: /proc/meminfo's kB read as bytes" "-ts=seal" \
   'if (key == "MemAvailable:") return kb * 1024;' \
   'if (key == "MemAvailable:") return kb;'
 # --- graphs/engine.h ---
-mutant "engine: partial recomputation offered to bodies of 13 segments" "-ts=inline-wiring -tc=the?recompute?ladder*" \
+mutant "engine: partial recomputation offered to bodies of 13 segments" "-ts=checkpoint -tc=the?recompute?ladder*" \
   'constexpr int64_t kMaxPartialSegments = 12;' \
   'constexpr int64_t kMaxPartialSegments = 13;'
 # --- graphs/overlap.cpp ---
@@ -263,7 +263,7 @@ mutant "layer 0's attention half is reduced as a bucket before its backward ends
 mutant "reduction plan: the gradients after the last bucket left out of the rest" "-ts=autograd" \
   'if (at < params.padded_numel()) plan.rest.push_back' \
   'if (false) plan.rest.push_back'
-mutant "overlap: a parameter's layer read from the first digit only (layers.12 is layer 1)" "-ts=thin-wiring -tc=overlap*" \
+mutant "overlap: a parameter's layer read from the first digit only (layers.12 is layer 1)" "-ts=autograd -tc=overlap*" \
   'return {std::stoll(name.substr(7, dot - 7)), mlp ? LayerGrads::mlp : LayerGrads::all};' \
   'return {std::stoll(name.substr(7, 1)), mlp ? LayerGrads::mlp : LayerGrads::all};'
 mutant "overlap: post_attention_layernorm put in the attention half" "-ts=autograd -tc=*overlap*" \
@@ -284,13 +284,13 @@ mutant "plan: the arena needed ignores the offline placement" "-ts=replay,checkp
 mutant "the recompute hint ignores runtime.memory_limit_gb" "-ts=config-effects" \
   'if (arena_limit_bytes > 0 && without > arena_limit_bytes) return "";' \
   'if (false) return "";'
-mutant "startup report: exactly 1024 bytes shown as 1024 B, not 1.00 KiB" "-ts=model-wiring,config-effects,trainer" \
+mutant "startup report: exactly 1024 bytes shown as 1024 B, not 1.00 KiB" "-ts=startup-report,config-effects,trainer" \
   'while (v >= 1024 && u < 4) {' \
   'while (v > 1024 && u < 4) {'
-mutant "startup report: the recompute column counts partial segments twice" "-ts=model-wiring,config-effects,trainer" \
+mutant "startup report: the recompute column counts partial segments twice" "-ts=startup-report,config-effects,trainer" \
   'const std::string whole = std::to_string(p.recomputed - p.partially_recomputed), of = "/" + std::to_string(p.segments);' \
   'const std::string whole = std::to_string(p.recomputed), of = "/" + std::to_string(p.segments);'
-mutant "startup.json: partially_recomputed_segments holds the recomputed count" "-ts=model-wiring,config-effects,trainer,profile" \
+mutant "startup.json: partially_recomputed_segments holds the recomputed count" "-ts=startup-report,config-effects,trainer,profile" \
   '{"partially_recomputed_segments", p.partially_recomputed},' \
   '{"partially_recomputed_segments", p.recomputed},'
 mutant "startup.json: buckets lists the programs that are not training steps" "-ts=config-effects,trainer" \
@@ -341,7 +341,7 @@ mutant "causal attention: query heads map to kv heads round-robin" "-tc=*causal_
 mutant "concat kernel: b's rows read at a's width" "-ts=ops -tc=concat?forward*" \
   'if (b_inner) std::memcpy(py + a_inner, pb + size_t(o) * b_inner, b_inner);' \
   'if (b_inner) std::memcpy(py + a_inner, pb + size_t(o) * a_inner, b_inner);'
-mutant "concat backward kernel: b's gradient overwritten, not added to" "-ts=ops-kernels-wiring -tc=concat*" \
+mutant "concat backward kernel: b's gradient overwritten, not added to" "-ts=ops -tc=concat*" \
   'for (int64_t j = 0; j < b_inner; ++j) db[o * b_inner + j] += row[a_inner + j];' \
   'for (int64_t j = 0; j < b_inner; ++j) db[o * b_inner + j] = row[a_inner + j];'
 # --- kernels/cpu/decode.cpp ---
@@ -373,10 +373,10 @@ mutant "embedding backward: a repeated id keeps only its last row" "-ts=ops" \
   'for (int64_t j = 0; j < H; ++j) row[j] += d[j];' \
   'for (int64_t j = 0; j < H; ++j) row[j] = d[j];'
 # --- kernels/cpu/fill.cpp ---
-mutant "fill_f32: the last element left unfilled" "-ts=ops-kernels-wiring -tc=fill*" \
+mutant "fill_f32: the last element left unfilled" "-ts=cpu-kernels -tc=fill*" \
   'for (int64_t i = 0; i < n; ++i) p[i] = value;' \
   'for (int64_t i = 0; i + 1 < n; ++i) p[i] = value;'
-mutant "fill_zero: the byte count taken as a float count (a quarter zeroed)" "-ts=ops-kernels-wiring -tc=fill*" \
+mutant "fill_zero: the byte count taken as a float count (a quarter zeroed)" "-ts=cpu-kernels -tc=fill*" \
   'void fill_zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }' \
   'void fill_zero(void* p, size_t bytes) { std::memset(p, 0, bytes / sizeof(float)); }'
 # --- kernels/cpu/generate.cpp ---
@@ -388,10 +388,10 @@ mutant "CE: a label equal to V read past the row instead of NaN" "-ts=ops" \
   'return label >= 0 && int64_t(label) < V;' \
   'return label >= 0 && int64_t(label) <= V;'
 # --- kernels/cpu/matmul.cpp ---
-mutant "gemm: beta 1 overwrites C instead of adding to it" "-ts=ops,ops-wiring -tc=linear_cross_entropy*" \
+mutant "gemm: beta 1 overwrites C instead of adding to it" "-ts=ops -tc=linear_cross_entropy*" \
   'c.noalias() += alpha * (a * b);' \
   'c.noalias() = alpha * (a * b);'
-mutant "gemm with K 0: C left as it was when beta is 0" "-ts=ops-kernels-wiring -tc=gemm_f32*" \
+mutant "gemm with K 0: C left as it was when beta is 0" "-ts=cpu-kernels -tc=gemm_f32*" \
   'if (beta == 0.0f) c.setZero();' \
   'if (beta == 0.0f) return;'
 # --- kernels/cpu/metrics.cpp ---
@@ -568,19 +568,19 @@ mutant "drafter decode: the rope frequencies with exponent i/hd, not 2i/hd" "-ts
 mutant "drafter spec: k_proj sized by the query heads, not the key/value heads" "-ts=drafter" \
   'p.push_back({L + "self_attn.k_proj.weight", {kv, H}});' \
   'p.push_back({L + "self_attn.k_proj.weight", {q, H}});'
-mutant "drafter spec: o_proj listed as [q, H], transposed" "-ts=inline-wiring -tc=drafter?parameters*" \
+mutant "drafter spec: o_proj listed as [q, H], transposed" "-ts=drafter -tc=drafter?parameters*" \
   'p.push_back({L + "self_attn.o_proj.weight", {H, q}});' \
   'p.push_back({L + "self_attn.o_proj.weight", {q, H}});'
 mutant "drafter spec: q_norm over the hidden size instead of head_dim" "-ts=drafter" \
   'p.push_back({L + "self_attn.q_norm.weight", {hd}});' \
   'p.push_back({L + "self_attn.q_norm.weight", {H}});'
-mutant "default target layers: one feature takes the middle layer rounded up" "-ts=inline-wiring -tc=default?target?layers*" \
+mutant "default target layers: one feature takes the middle layer rounded up" "-ts=drafter -tc=default?target?layers*" \
   'if (n == 1) return {L / 2};' \
   'if (n == 1) return {(L + 1) / 2};'
 mutant "default target layers: halves rounded away from zero, not to even" "-ts=drafter -tc=default?target?layer*" \
   'ids.push_back(int64_t(std::nearbyint(x)));' \
   'ids.push_back(int64_t(std::round(x)));'
-mutant "default target layers: a drafter of no features accepted" "-ts=inline-wiring -tc=default?target?layers*" \
+mutant "default target layers: a drafter of no features accepted" "-ts=drafter -tc=default?target?layers*" \
   'DF_CHECK(L >= 1 && n >= 1,' \
   'DF_CHECK(L >= 1 && n >= 0,'
 # --- model/hf_config.cpp ---
@@ -596,13 +596,13 @@ mutant "llama3 rope: the blend between kept and divided frequencies reversed" "-
 mutant "target config: an odd head_dim accepted" "-ts=target" \
   'if (s.head_dim % 2 != 0)' \
   'if (false)'
-mutant "target config: DeepSeek's n_routed_experts not read as a mixture of experts" "-ts=state-wiring -tc=target?config*" \
+mutant "target config: DeepSeek's n_routed_experts not read as a mixture of experts" "-ts=target -tc=target?config*" \
   'for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})' \
   'for (const char* key : {"num_experts", "num_local_experts"})'
-mutant "target config: a top-level rope_theta wins over rope_parameters.rope_theta" "-ts=state-wiring -tc=target?config*" \
+mutant "target config: a top-level rope_theta wins over rope_parameters.rope_theta" "-ts=target -tc=target?config*" \
   'if (rope && r.find(*rope, "rope_theta")) {' \
   'if (rope && r.find(*rope, "rope_theta") && !r.find(j, "rope_theta")) {'
-mutant "target config: a class name given as model_type accepted" "-ts=state-wiring -tc=target?config*" \
+mutant "target config: a class name given as model_type accepted" "-ts=target -tc=target?config*" \
   'if (name == "qwen3" || (!model_type && name == "Qwen3ForCausalLM")) arch = TargetArch::qwen3;' \
   'if (name == "qwen3" || name == "Qwen3ForCausalLM") arch = TargetArch::qwen3;'
 # --- model/spec_decoder.cpp ---
@@ -615,13 +615,13 @@ mutant "the target-alone baseline decodes past a stop token" "-tc=*golden?stop-t
 mutant "decode refuses prompt + max_new equal to max_position_embeddings" "-tc=*check_decode_prompt:?prompt*" \
   'DF_CHECK(max_positions <= 0 || need <= max_positions,' \
   'DF_CHECK(max_positions <= 0 || need < max_positions,'
-mutant "spec decoder: set_position refuses a block that ends exactly at the capacity" "-ts=state-wiring -tc=spec?decoder*" \
+mutant "spec decoder: set_position refuses a block that ends exactly at the capacity" "-ts=spec -tc=spec?decoder*" \
   'DF_CHECK(position >= 1 && position + block_size() <= opt_.max_len,' \
   'DF_CHECK(position >= 1 && position + block_size() < opt_.max_len,'
 mutant "spec decoder: a short prefill chunk commits the argmax of the chunk's last slot, not its last real row" "-ts=spec" \
   'ctl = {int32_t(c), int32_t(c - 1)};' \
   'ctl = {int32_t(c), int32_t(P - 1)};'
-mutant "check_decode_prompt: max_new_tokens 0 accepted (a decode that generates nothing)" "-ts=state-wiring -tc=spec?decoder*" \
+mutant "check_decode_prompt: max_new_tokens 0 accepted (a decode that generates nothing)" "-ts=spec -tc=spec?decoder*" \
   'DF_CHECK(max_new >= 1, where << ": max_new_tokens is " << max_new << "; it must be >= 1");' \
   'DF_CHECK(max_new >= 0, where << ": max_new_tokens is " << max_new << "; it must be >= 1");'
 mutant "spec decoder: a round runs at start = n + max_new - 1, past the reference's last" "-ts=spec -tc=the?golden?case*" \
@@ -643,10 +643,10 @@ mutant "spec decoder: a stop token inside a round's tokens does not cut its coun
 mutant "spec_accept: a result without room for the header accepted" "-ts=spec" \
   'check_i32(kOp, result, kSpecRoundHeader + bs, "result");' \
   'check_i32(kOp, result, result.numel(), "result");'
-mutant "spec prefill commit: the margin and the top logit swapped" "-ts=model-wiring,spec" \
+mutant "spec prefill commit: the margin and the top logit swapped" "-ts=spec" \
   'if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_prefill_commit(ps, pa, pm, pt, pr); });' \
   'if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_prefill_commit(ps, pa, pt, pm, pr); });'
-mutant "spec step commit: the margin and the top logit swapped" "-ts=model-wiring,spec" \
+mutant "spec step commit: the margin and the top logit swapped" "-ts=spec" \
   'if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_step_commit(ps, pa, pm, pt, pr); });' \
   'if (on_cpu()) return ctx().launch([=] { kernels::cpu::spec_step_commit(ps, pa, pt, pm, pr); });'
 # --- model/stop_tokens.cpp ---
@@ -666,7 +666,7 @@ mutant "target features: the layers joined last to first" "-ts=target*" \
 mutant "target: weights holding exactly one layer too many get no num_hidden_layers hint" "-tc=*beyond?num_hidden_layers*" \
   'if (highest_layer >= s.num_hidden_layers)' \
   'if (highest_layer > s.num_hidden_layers)'
-mutant "target: the count of unexplained tensors left unlisted is all of them, not those past 8" "-ts=thin-wiring -tc=target*" \
+mutant "target: the count of unexplained tensors left unlisted is all of them, not those past 8" "-ts=target -tc=target*" \
   'if (extra.size() > 8) list += ", and " + std::to_string(extra.size() - 8) + " more";' \
   'if (extra.size() > 8) list += ", and " + std::to_string(extra.size()) + " more";'
 # --- model/target_decode.cpp ---
@@ -782,13 +782,13 @@ mutant "a recording given its plan's placement still uses the online offsets" "-
 mutant "the outputs of skipped ops take arena memory" "-tc=*SkipLaunches*scope*" \
   'const bool unread = skip_launches_ > 0;' \
   'const bool unread = false;'
-mutant "context: a begin() inside another recording accepted" "-ts=thin-wiring -tc=context*" \
+mutant "context: a begin() inside another recording accepted" "-ts=seal -tc=context*" \
   'DF_CHECK(mode_ == Mode::eager, "begin(" << mode_name(mode) << ", '\''" << program << "'\'') while already in "' \
   'DF_CHECK(true, "begin(" << mode_name(mode) << ", '\''" << program << "'\'') while already in "'
-mutant "context: a CPU recording without a sink for its kernel calls accepted" "-ts=thin-wiring -tc=context*" \
+mutant "context: a CPU recording without a sink for its kernel calls accepted" "-ts=seal -tc=context*" \
   'DF_CHECK(mode != Mode::record || device_.is_cuda() || cpu_sink,' \
   'DF_CHECK(mode != Mode::record || device_.is_cpu() || cpu_sink,'
-mutant "context: a persistent allocation after the seal accepted" "-ts=thin-wiring -tc=context*" \
+mutant "context: a persistent allocation after the seal accepted" "-ts=seal -tc=context*" \
   'if (sealed_) refuse_sealed("persistent allocation", bytes);' \
   '(void)0;'
 # --- runtime/fileio.cpp ---
@@ -819,10 +819,10 @@ mutant "the GEMM table reads -1 0 0 0 0 0 0 0 0 as a cuBLASLt algorithm" "-ts=ge
   'ok = ok && !is_cublas_default(cfg);  // -1 0 ... 0 is written "cublas"' \
   'ok = ok;'
 # --- runtime/ops/attention.cpp ---
-mutant "dflash_attention: a saved lse of the wrong shape is accepted" "-ts=attention,ops-wiring -tc=*saved*,bad?arguments*" \
+mutant "dflash_attention: a saved lse of the wrong shape is accepted" "-ts=attention -tc=*saved*,bad?arguments*" \
   'saved->out.dtype() == q.dtype() && saved->lse.shape() == lse_shape;' \
   'saved->out.dtype() == q.dtype();'
-mutant "dflash_attention_all_tiles: a partial context tile is not counted" "-ts=attention,ops-wiring -tc=*tiles*" \
+mutant "dflash_attention_all_tiles: a partial context tile is not counted" "-ts=attention -tc=*tiles*" \
   'return batch * n_blocks * ((context_len + key_tile - 1) / key_tile + n_blocks);' \
   'return batch * n_blocks * (context_len / key_tile + n_blocks);'
 mutant "dflash_attention backward: k's and v's gradients swapped" "-ts=attention -tc=*backward*" \
@@ -839,10 +839,10 @@ mutant "cast backward: the input's gradient overwritten, not added to" "-ts=ops 
 mutant "the profile counts the target's causal attention over every (query, key) pair, not the visible half" "-ts=profile" \
   'note_flop_cost(4.0 * double(hd * nh * B) * double(S) * double(S + 1) / 2.0, "causal attention forward");' \
   'note_flop_cost(4.0 * double(hd * nh * B) * double(S) * double(S), "causal attention forward");'
-mutant "causal_attention: k's batch dim is not compared with q's" "-ts=target,ops-wiring -tc=causal_attention*" \
+mutant "causal_attention: k's batch dim is not compared with q's" "-ts=target -tc=causal_attention*" \
   'DF_CHECK(k.dim(0) == B && k.dim(1) == S && k.dim(3) == hd,' \
   'DF_CHECK(k.dim(1) == S && k.dim(3) == hd,'
-mutant "causal_attention: v's dtype is not checked on the CPU" "-ts=target,ops-wiring -tc=causal_attention*" \
+mutant "causal_attention: v's dtype is not checked on the CPU" "-ts=target -tc=causal_attention*" \
   'check_dtype(kOp, v, DType::f32, "v");' \
   'check_dtype(kOp, k, DType::f32, "v");'
 # --- runtime/ops/concat.cpp ---
@@ -852,21 +852,21 @@ mutant "concat_all: every part written at the row's start" "-tc=concat_all*" \
 mutant "concat: records no backward when only the second input needs a gradient" "-ts=ops -tc=concat*" \
   'bool grad = needs_grad({&a, &b});' \
   'bool grad = needs_grad({&a});'
-mutant "concat: the dims after the concatenated one are not compared" "-ts=ops,ops-wiring -tc=concat*" \
+mutant "concat: the dims after the concatenated one are not compared" "-ts=ops -tc=concat*" \
   'DF_CHECK(i == d || a.dim(i) == b.dim(i),' \
   'DF_CHECK(i >= d || a.dim(i) == b.dim(i),'
 # --- runtime/ops/decode.cpp ---
-mutant "decode ops: a device scalar of several elements accepted" "-ts=spec,model-wiring" \
+mutant "decode ops: a device scalar of several elements accepted" "-ts=spec" \
   'DF_CHECK(t.numel() == 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");' \
   'DF_CHECK(t.numel() >= 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");'
-mutant "cached attention: a scale of 0 accepted" "-ts=spec,model-wiring" \
+mutant "cached attention: a scale of 0 accepted" "-ts=spec" \
   'DF_CHECK(std::isfinite(scale) && scale > 0.0f, kOp' \
   'DF_CHECK(std::isfinite(scale) && scale >= 0.0f, kOp'
-mutant "copy_rows: dst and src rows of different sizes accepted" "-ts=model-wiring,spec" \
+mutant "copy_rows: dst and src rows of different sizes accepted" "-ts=spec" \
   'DF_CHECK(src_rows > 0 && row_bytes == src.nbytes() / size_t(src_rows),' \
   'DF_CHECK(src_rows > 0,'
 # --- runtime/ops/elementwise.cpp ---
-mutant "add: shapes with the same element count are accepted" "-ts=ops-wiring,tensor -tc=*add*,dtype?*" \
+mutant "add: shapes with the same element count are accepted" "-ts=ops,tensor -tc=*add*,dtype?*" \
   'DF_CHECK(a.shape() == b.shape(), op << ": shapes differ: "' \
   'DF_CHECK(a.numel() == b.numel(), op << ": shapes differ: "'
 mutant "add backward: the second input's gradient overwritten, not added to" "-ts=ops -tc=add?*" \
@@ -893,20 +893,20 @@ mutant "rmsnorm_rope: k normed with q's weight" "-tc=*rmsnorm_rope?gives*" \
 mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \
   'restore(dy, dx, groups, row_bytes, period, 0x3F);'
-mutant "drop_group_heads backward: an accumulating gradient is overwritten" "-ts=ops,ops-wiring -tc=*group_heads*" \
+mutant "drop_group_heads backward: an accumulating gradient is overwritten" "-ts=ops -tc=*group_heads*" \
   'if (fresh && dx.dtype() == dy.dtype()) {' \
   'if (dx.dtype() == dy.dtype()) {'
-mutant "with_group_heads: a tensor that requires grad is not refused" "-ts=ops,ops-wiring -tc=*group_heads*" \
+mutant "with_group_heads: a tensor that requires grad is not refused" "-ts=ops -tc=*group_heads*" \
   'DF_CHECK(!needs_grad({&y}), "with_group_heads: "' \
   'DF_CHECK(true, "with_group_heads: "'
 # --- runtime/ops/linear_ce.cpp ---
-mutant "linear_cross_entropy (frozen lm_head) backward: dh overwritten, not added to" "-ts=ops,ops-wiring -tc=linear_cross_entropy*" \
+mutant "linear_cross_entropy (frozen lm_head) backward: dh overwritten, not added to" "-ts=ops -tc=linear_cross_entropy*" \
   'for (int64_t i = 0; i < n; ++i) d[i] += k[0] * p[i];' \
   'for (int64_t i = 0; i < n; ++i) d[i] = k[0] * p[i];'
-mutant "linear_cross_entropy (trainable lm_head) backward: dh overwritten, not added to" "-ts=ops,ops-wiring -tc=linear_cross_entropy*" \
+mutant "linear_cross_entropy (trainable lm_head) backward: dh overwritten, not added to" "-ts=ops -tc=linear_cross_entropy*" \
   'pdh + r0 * H, H, 1.0f);  // dh += dlogits W' \
   'pdh + r0 * H, H, 0.0f);  // dh += dlogits W'
-mutant "linear_cross_entropy (trainable lm_head) backward: dW keeps only the last chunk" "-ts=ops,ops-wiring -tc=linear_cross_entropy*" \
+mutant "linear_cross_entropy (trainable lm_head) backward: dW keeps only the last chunk" "-ts=ops -tc=linear_cross_entropy*" \
   'pdw, H, 1.0f);  // dW += dlogits^T h' \
   'pdw, H, 0.0f);  // dW += dlogits^T h'
 # --- runtime/ops/matmul.cpp ---
@@ -923,38 +923,38 @@ mutant "linear_concat_rows backward: every batch row overwrites a fresh dW (only
   'r == 0 && dw_fresh ? 0.0f : 1.0f' \
   'dw_fresh ? 0.0f : 1.0f'
 # --- runtime/ops/metrics.cpp ---
-mutant "weighted_accuracy: weights of another length than the labels accepted" "-ts=ops-kernels-wiring -tc=weighted_accuracy*" \
+mutant "weighted_accuracy: weights of another length than the labels accepted" "-ts=ops -tc=weighted_accuracy*" \
   'DF_CHECK(argmax.numel() == labels.numel() && labels.numel() == w.numel(),' \
   'DF_CHECK(argmax.numel() == labels.numel(),'
-mutant "normalize_weights: eps dropped from the denominator" "-ts=ops-kernels-wiring -tc=normalize_weights*" \
+mutant "normalize_weights: eps dropped from the denominator" "-ts=ops -tc=normalize_weights*" \
   'ctx().launch([=] { kernels::cpu::normalize_weights(pw, n, eps, po); });' \
   'ctx().launch([=] { kernels::cpu::normalize_weights(pw, n, 0.0f, po); });'
 # --- runtime/ops/primitives.cpp ---
-mutant "accumulate_: a source larger than the destination accepted" "-ts=ops-kernels-wiring -tc=accumulate_*" \
+mutant "accumulate_: a source larger than the destination accepted" "-ts=ops -tc=accumulate_*" \
   'DF_CHECK(dst.numel() == src.numel(), "accumulate: destination "' \
   'DF_CHECK(dst.numel() <= src.numel(), "accumulate: destination "'
-mutant "copy_: tensors of another dtype but as many bytes accepted" "-ts=ops-kernels-wiring -tc=accumulate_*" \
+mutant "copy_: tensors of another dtype but as many bytes accepted" "-ts=ops -tc=accumulate_*" \
   'DF_CHECK(dst.nbytes() == src.nbytes() && dst.dtype() == src.dtype(),' \
   'DF_CHECK(dst.nbytes() == src.nbytes(),'
 # --- runtime/ops/reduce.cpp ---
-mutant "mean forward: the sum, not divided by the count" "-ts=ops-kernels-wiring -tc=mean*" \
+mutant "mean forward: the sum, not divided by the count" "-ts=ops -tc=mean*" \
   'if (scale == 1.0f) {' \
   'if (scale != 0.0f) {'
-mutant "mean: an empty tensor's mean is NaN, not 0" "-ts=ops-kernels-wiring -tc=mean*" \
+mutant "mean: an empty tensor's mean is NaN, not 0" "-ts=ops -tc=mean*" \
   'return reduce("mean", x, x.numel() ? 1.0f / float(x.numel()) : 0.0f);' \
   'return reduce("mean", x, 1.0f / float(x.numel()));'
 # --- runtime/ops/rmsnorm.cpp ---
-mutant "rmsnorm: records no backward when only the weight needs a gradient" "-ts=ops-kernels-wiring -tc=rmsnorm?with?a?frozen*" \
+mutant "rmsnorm: records no backward when only the weight needs a gradient" "-ts=ops -tc=rmsnorm?with?a?frozen*" \
   'bool grad = needs_grad({&x, &weight});' \
   'bool grad = needs_grad({&x});'
 mutant "rmsnorm backward: dx written over even when it already holds a gradient" "-ts=ops -tc=rmsnorm?backward*" \
   'ctx().launch([=, fresh = dx_fresh] {' \
   'ctx().launch([=, fresh = true] {'
 # --- runtime/ops/rope.cpp ---
-mutant "rope: a head dim of 0 accepted" "-ts=ops-kernels-wiring -tc=rope?refuses*" \
+mutant "rope: a head dim of 0 accepted" "-ts=ops -tc=rope?refuses*" \
   'DF_CHECK(hd >= 2 && hd % 2 == 0, "rope: x "' \
   'DF_CHECK(hd % 2 == 0, "rope: x "'
-mutant "rope: inv_freq's dtype not checked" "-ts=ops-kernels-wiring -tc=rope?refuses*" \
+mutant "rope: inv_freq's dtype not checked" "-ts=ops -tc=rope?refuses*" \
   'check_dtype("rope", inv_freq, DType::f32, "inv_freq");' \
   'check_dtype("rope", inv_freq, inv_freq.dtype(), "inv_freq");'
 mutant "rope backward: dx written over even when it already holds a gradient" "-ts=ops -tc=rope?backward*" \
@@ -964,17 +964,17 @@ mutant "rope backward: dx written over even when it already holds a gradient" "-
 mutant "swiglu_halves: the halves swapped (silu of up, times gate)" "-tc=*swiglu_halves?gives*" \
   'kernels::cpu::swiglu_forward(pg + 2 * I * r, pg + 2 * I * r + I, py + I * r, I);' \
   'kernels::cpu::swiglu_forward(pg + 2 * I * r + I, pg + 2 * I * r, py + I * r, I);'
-mutant "swiglu: up's gradient may take gate's storage" "-ts=autograd,ops,ops-wiring -tc=swiglu*" \
+mutant "swiglu: up's gradient may take gate's storage" "-ts=autograd,ops -tc=swiglu*" \
   'auto [du, du_fresh] = g.in_overwritable(up, up);' \
   'auto [du, du_fresh] = g.in_overwritable(up, gate);'
 # --- runtime/ops/view.cpp ---
-mutant "reshape backward: the gradient dropped when the base is a leaf or already holds one" "-ts=ops-kernels-wiring -tc=reshape*" \
+mutant "reshape backward: the gradient dropped when the base is a leaf or already holds one" "-ts=autograd -tc=reshape*" \
   'if (dy.defined()) g.pass(base, view_of(dy, base.shape()));' \
   'if (dy.defined()) g.adopt(base, view_of(dy, base.shape()));'
-mutant "rows: a negative begin accepted" "-ts=ops-kernels-wiring -tc=rows*" \
+mutant "rows: a negative begin accepted" "-ts=autograd -tc=rows*" \
   'DF_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= dim(0),' \
   'DF_CHECK(ndim() >= 1 && begin <= end && end <= dim(0),'
-mutant "rows backward: the range's gradient overwrites what the base's holds" "-ts=ops-kernels-wiring -tc=rows*" \
+mutant "rows backward: the range's gradient overwrites what the base's holds" "-ts=autograd -tc=rows*" \
   'ops::accumulate_(view_of(db, s, size_t(begin) * grad_row_bytes), dy);' \
   'ops::copy_(view_of(db, s, size_t(begin) * grad_row_bytes), dy);'
 # --- runtime/optimizer.cpp ---
@@ -984,10 +984,10 @@ mutant "gradients not zeroed after the update" "-ts=trainer-reference" \
 mutant "the profile leaves the optimizer's norm pass out of the update's bytes" "-ts=profile" \
   'note_bytes_cost(double(n) * (34.0 + (zero_grads_ ? 4.0 : 0.0)));' \
   'note_bytes_cost(double(n) * (30.0 + (zero_grads_ ? 4.0 : 0.0)));'
-mutant "parameter store: a sharded rank's part of a straddling parameter taken from the parameter's start" "-ts=state-wiring -tc=sharded?checkpoint*" \
+mutant "parameter store: a sharded rank's part of a straddling parameter taken from the parameter's start" "-ts=sharded-checkpoint -tc=sharded?checkpoint*" \
   'part.copy_from_host(values + (begin - off), size_t(end - begin) * sizeof(float));' \
   'part.copy_from_host(values, size_t(end - begin) * sizeof(float));'
-mutant "parameter store: the flat size padded to the alignment only, not to world equal aligned slices" "-ts=state-wiring -tc=parameter?store*" \
+mutant "parameter store: the flat size padded to the alignment only, not to world equal aligned slices" "-ts=optimizer -tc=parameter?store*" \
   'const int64_t unit = align * layout.world;' \
   'const int64_t unit = align;'
 # --- runtime/placement.cpp ---
@@ -1001,13 +1001,13 @@ mutant "the profile check adds the traced gaps to the kernels instead of boundin
 mutant "the profile check holds the kernels against the untraced replay, not the traced one they come from" "-ts=profile" \
   'double profile_reference_ms(const ProfileTableInput& in) { return in.traced_ms > 0 ? in.traced_ms : in.measured_ms; }' \
   'double profile_reference_ms(const ProfileTableInput& in) { return in.measured_ms; }'
-mutant "profile: a row's time summed over the replays, not averaged" "-ts=thin-wiring -tc=profile*" \
+mutant "profile: a row's time summed over the replays, not averaged" "-ts=profile -tc=profile*" \
   'r.ms += times_ms[i] / double(replays);' \
   'r.ms += times_ms[i];'
-mutant "profile: tracing's cost per call divided by the rows, not the calls" "-ts=thin-wiring -tc=profile*" \
+mutant "profile: tracing's cost per call divided by the rows, not the calls" "-ts=profile -tc=profile*" \
   'for (const ProfileRow& r : in.rows) calls += r.calls;' \
   'for (const ProfileRow& r : in.rows) calls += 1;'
-mutant "profile: a row's share of the kernels' time only, idle left out" "-ts=thin-wiring -tc=profile*" \
+mutant "profile: a row's share of the kernels' time only, idle left out" "-ts=profile -tc=profile*" \
   'total > 0 ? 100.0 * r.ms / total : 0.0, work.c_str(), rate.c_str());' \
   'kernels > 0 ? 100.0 * r.ms / kernels : 0.0, work.c_str(), rate.c_str());'
 # --- runtime/safetensors.cpp ---
@@ -1020,13 +1020,13 @@ mutant "safetensors BOOL read as ints keeps bytes other than 0 and 1" "-tc=*conv
 mutant "safetensors load_into: a view of the wrong shape accepted" "-tc=*load_into*" \
   'DF_CHECK(dst.shape() == shape, where(name)' \
   'DF_CHECK(true, where(name)'
-mutant "safetensors: U8 read as ints sign-extended (bytes over 127 come out negative)" "-ts=thin-wiring -tc=safetensors*" \
+mutant "safetensors: U8 read as ints sign-extended (bytes over 127 come out negative)" "-ts=safetensors -tc=safetensors*" \
   'for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];' \
   'for (size_t i = 0; i < out.size(); ++i) out[i] = int8_t(p[i]);'
-mutant "safetensors writer: a header already 8-byte aligned padded with 8 more spaces" "-ts=thin-wiring -tc=safetensors*" \
+mutant "safetensors writer: a header already 8-byte aligned padded with 8 more spaces" "-ts=safetensors -tc=safetensors*" \
   'text.append((8 - text.size() % 8) % 8, '\'' '\'');' \
   'text.append(8 - text.size() % 8, '\'' '\'');'
-mutant "safetensors: a missing tensor's message lists 7 of the names, not 6" "-ts=thin-wiring -tc=safetensors*" \
+mutant "safetensors: a missing tensor's message lists 7 of the names, not 6" "-ts=safetensors -tc=safetensors*" \
   'for (size_t i = 0; i < names_.size() && i < 6; ++i)' \
   'for (size_t i = 0; i < names_.size() && i <= 6; ++i)'
 mutant "safetensors: a NUL byte in the header accepted" "-ts=refused-writes -tc=a?safetensors?header*" \
@@ -1036,7 +1036,7 @@ mutant "safetensors: whitespace other than spaces after the header accepted" "-t
   'while (end > 0 && text[end - 1] == '\'' '\'') --end;' \
   'while (end > 0 && std::isspace(uint8_t(text[end - 1]))) --end;'
 # --- runtime/splitmix.h ---
-mutant "splitmix64: the final xor-shift by 32, not 31" "-ts=inline-wiring -tc=splitmix64*" \
+mutant "splitmix64: the final xor-shift by 32, not 31" "-ts=data -tc=splitmix64*" \
   'return x ^ (x >> 31);' \
   'return x ^ (x >> 32);'
 # --- runtime/tensor.cpp ---
@@ -1046,21 +1046,21 @@ mutant "copy_to_host from a tensor without memory not refused" "-ts=seal" \
 mutant "tensor: u8 host values read as signed bytes" "-ts=tensor,safetensors,export" \
   'for (size_t i = 0; i < out.size(); ++i) out[i] = tmp[i];' \
   'for (size_t i = 0; i < out.size(); ++i) out[i] = int8_t(tmp[i]);'
-mutant "tensor: a bf16 scalar's item() refused" "-ts=tensor,model-wiring" \
+mutant "tensor: a bf16 scalar's item() refused" "-ts=tensor" \
   'return dtype() == DType::f32 || dtype() == DType::bf16 ? to_floats()[0] : float(to_ints()[0]);' \
   'return dtype() == DType::f32 ? to_floats()[0] : float(to_ints()[0]);'
-mutant "tensor: turning requires_grad off keeps the old gradient" "-ts=tensor,model-wiring" \
+mutant "tensor: turning requires_grad off keeps the old gradient" "-ts=tensor" \
   't.grad.reset();' \
   '(void)0;'
 # --- train/bucket_step.cpp ---
 mutant "bucket step: the result sums read one slot early" "-ts=eval" \
   'for (int i = 0; i < 7; ++i) out.sums[i] = v[i + 1];' \
   'for (int i = 0; i < 7; ++i) out.sums[i] = v[i];'
-mutant "bucket step: the partial-recompute cost counts anchors, not draft rows" "-ts=model-wiring,checkpoint" \
+mutant "bucket step: the partial-recompute cost counts anchors, not draft rows" "-ts=bucket-step,checkpoint" \
   'return dflash::partial_recompute_cost(drafter_.spec(), bucket_.seq, bucket_.anchors * drafter_.spec().block_size);' \
   'return dflash::partial_recompute_cost(drafter_.spec(), bucket_.seq, bucket_.anchors);'
 # --- train/bucket_step.h ---
-mutant "step result: tau is NaN for a micro-batch without blocks" "-ts=inline-wiring -tc=a?step?result*" \
+mutant "step result: tau is NaN for a micro-batch without blocks" "-ts=bucket-step -tc=a?step?result*" \
   'double tau() const { return sums[5] > 0 ? sums[4] / sums[5] : 0.0; }' \
   'double tau() const { return sums[5] >= 0 ? sums[4] / sums[5] : 0.0; }'
 # --- train/checkpoint.cpp ---
@@ -1082,17 +1082,17 @@ mutant "checkpoint: NaN in a checkpoint loaded" "-ts=checkpoint*,bad-input*" \
 mutant "checkpoint: staging folders of dead runs never pruned" "-ts=checkpoint*,bad-input*" \
   'if (staging_pid(p.filename().string()) != long(::getpid())) fs::remove_all(p, ec);' \
   'if (false) fs::remove_all(p, ec);'
-mutant "checkpoint marker: a file grown after the save accepted when checksums are skipped" "-ts=state-wiring -tc=checkpoint?marker*" \
+mutant "checkpoint marker: a file grown after the save accepted when checksums are skipped" "-ts=checkpoint-io -tc=checkpoint?marker*" \
   '    if (bytes != want)' \
   '    if (bytes < want)'
-mutant "checkpoint load: the v moments not held to the model's names and shapes" "-ts=state-wiring -tc=checkpoint?load*" \
+mutant "checkpoint load: the v moments not held to the model's names and shapes" "-ts=checkpoint-io -tc=checkpoint?load*" \
   'check_tensors(moments, params, {"m.", "v."}, {"step"}, what);' \
   'check_tensors(moments, params, {"m."}, {"step"}, what);'
-mutant "checkpoint save: a drafter spec of other shapes (same names) accepted for the store" "-ts=state-wiring -tc=checkpoint?save*" \
+mutant "checkpoint save: a drafter spec of other shapes (same names) accepted for the store" "-ts=checkpoint-io -tc=checkpoint?save*" \
   'same = specs[i].name == params.specs()[i].name && specs[i].shape == params.specs()[i].shape;' \
   'same = specs[i].name == params.specs()[i].name;'
 # --- train/cluster.cpp ---
-mutant "cluster: a CPU build's refusal of a launched process names the launcher, not the rank" "-ts=inline-wiring -tc=a?launched?process*" \
+mutant "cluster: a CPU build's refusal of a launched process names the launcher, not the rank" "-ts=launch -tc=a?launched?process*" \
   'DF_FAIL("this process is " << launch.describe() << ", but this build has no NCCL: the processes of a run meet "' \
   'DF_FAIL("this process is " << launch.launcher << ", but this build has no NCCL: the processes of a run meet "'
 # --- train/commands.cpp ---
@@ -1164,10 +1164,10 @@ mutant "key buckets.batch ignored (one sequence per micro-batch)" "-ts=config" \
   'cfg_.buckets.push_back(b);' \
   'b.batch = 1; cfg_.buckets.push_back(b);'
 # --- train/config.h ---
-mutant "config: runtime.heartbeat_timeout_s defaults to 3 s" "-ts=inline-wiring -tc=absent?keys*" \
+mutant "config: runtime.heartbeat_timeout_s defaults to 3 s" "-ts=config -tc=absent?keys*" \
   'double heartbeat_timeout_s = 30;      // a rank silent this long counts as hung' \
   'double heartbeat_timeout_s = 3;      // a rank silent this long counts as hung'
-mutant "config: training.beta1 defaults to 0.99" "-ts=inline-wiring -tc=absent?keys*" \
+mutant "config: training.beta1 defaults to 0.99" "-ts=config -tc=absent?keys*" \
   'double beta1 = 0.9, beta2 = 0.95' \
   'double beta1 = 0.99, beta2 = 0.95'
 # --- train/config_keys.cpp ---
@@ -1177,13 +1177,13 @@ mutant "config: a key two edits off gets no suggestion" "-ts=config" \
 mutant "config: a section's key list includes its subsections' keys" "-ts=config" \
   'std::string(f.key).find('\''.'\'', section.size() + 1) == std::string::npos' \
   'true'
-mutant "config keys: a key's leaf taken after its first dot, not its last" "-ts=thin-wiring -tc=config?keys*" \
+mutant "config keys: a key's leaf taken after its first dot, not its last" "-ts=config -tc=config?keys*" \
   'std::string leaf_of(const std::string& key) { return key.substr(key.rfind('\''.'\'') + 1); }' \
   'std::string leaf_of(const std::string& key) { return key.substr(key.find('\''.'\'') + 1); }'
-mutant "config keys: a substitution counted as two edits (two typos no longer suggested)" "-ts=thin-wiring -tc=config?keys*" \
+mutant "config keys: a substitution counted as two edits (two typos no longer suggested)" "-ts=config -tc=config?keys*" \
   'diag + (a[i - 1] == b[j - 1] ? 0 : 1)' \
   'diag + (a[i - 1] == b[j - 1] ? 0 : 2)'
-mutant "config keys: a 10-character fixed number printed in scientific notation" "-ts=thin-wiring -tc=config?keys*" \
+mutant "config keys: a 10-character fixed number printed in scientific notation" "-ts=config -tc=config?keys*" \
   'if (fixed.size() <= 10) return fixed;' \
   'if (fixed.size() < 10) return fixed;'
 # --- train/data_fingerprint.cpp ---
@@ -1482,13 +1482,13 @@ mutant "sharded checkpoint: the manifest's version not checked" "-tc=a?damaged?s
 mutant "sharded checkpoint: a shard's tensors not held to the manifest's count" "-tc=a?damaged?sharded?checkpoint*" \
   'sh.file->info(kind).dtype == "F32" && sh.file->info(kind).numel() == sh.count,' \
   'sh.file->info(kind).dtype == "F32",'
-mutant "sharded checkpoint: every shard's begin written as rank 0's (the manifest's ranges overlap)" "-ts=state-wiring -tc=sharded?checkpoint*" \
+mutant "sharded checkpoint: every shard's begin written as rank 0's (the manifest's ranges overlap)" "-ts=sharded-checkpoint -tc=sharded?checkpoint*" \
   '{"begin", int64_t(r) * params.shard_numel()},' \
   '{"begin", params.shard_begin()},'
-mutant "sharded checkpoint: a rank whose optimizer is at another step saved under this step" "-ts=state-wiring -tc=sharded?checkpoint*" \
+mutant "sharded checkpoint: a rank whose optimizer is at another step saved under this step" "-ts=sharded-checkpoint -tc=sharded?checkpoint*" \
   'DF_CHECK(counter == step, "rank " << s.rank << " has done " << counter << " optimizer steps, not " << step);' \
   'DF_CHECK(counter >= step, "rank " << s.rank << " has done " << counter << " optimizer steps, not " << step);'
-mutant "sharded checkpoint: a save missing a rank's shard completed (the shard count not checked)" "-ts=state-wiring -tc=sharded?checkpoint*" \
+mutant "sharded checkpoint: a save missing a rank's shard completed (the shard count not checked)" "-ts=sharded-checkpoint -tc=sharded?checkpoint*" \
   'DF_CHECK(int64_t(files.size()) == world, "expected " << world << " shard files, got " << files.size());' \
   'DF_CHECK(int64_t(files.size()) <= world, "expected " << world << " shard files, got " << files.size());'
 # --- train/spec_command.cpp ---
@@ -1514,10 +1514,10 @@ mutant "spec figures: TPOT not divided by the prompt's new tokens" "-tc=*summari
 mutant "spec figures: a round that accepts the whole block left out of the histogram" "-ts=spec*" \
   'if (a >= 1 && a <= block_size) ++f.histogram[size_t(a - 1)];' \
   'if (a >= 1 && a < block_size) ++f.histogram[size_t(a - 1)];'
-mutant "spec prompts: a data sequence trained on from its first token gives an empty prompt" "-ts=thin-wiring -tc=spec*" \
+mutant "spec prompts: a data sequence trained on from its first token gives an empty prompt" "-ts=spec -tc=spec*" \
   'if (first == s.loss_mask.end() || cut == 0) {' \
   'if (first == s.loss_mask.end()) {'
-mutant "spec stop ids: a stop id equal to the vocabulary size accepted" "-ts=thin-wiring -tc=spec*" \
+mutant "spec stop ids: a stop id equal to the vocabulary size accepted" "-ts=spec -tc=spec*" \
   'DF_CHECK(id < vocab, "eval.spec_stop_token_ids holds "' \
   'DF_CHECK(id <= vocab, "eval.spec_stop_token_ids holds "'
 mutant "spec figures: a prompt without rounds counted in the macro tau" "-ts=spec-command,spec -tc=summarize_spec*" \
@@ -1766,21 +1766,21 @@ if [ "$with_headers" = 1 ]; then
     'inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a - 1) / a * a; }' \
     'inline size_t align_up(size_t n, size_t a = kAlignment) { return (n + a) / a * a; }'
   # --- runtime/context.h ---
-  mutant "context: a planning pass counts as not recording, so host copies are not refused there" "-ts=inline-wiring -tc=a?host?copy?inside*" \
+  mutant "context: a planning pass counts as not recording, so host copies are not refused there" "-ts=seal -tc=a?host?copy?inside*" \
     'bool recording() const { return mode_ != Mode::eager; }' \
     'bool recording() const { return mode_ == Mode::record; }'
   # --- runtime/dtype.h ---
-  mutant "bf16: a NaN whose payload lies in the low half becomes infinity (quiet bit not set)" "-ts=inline-wiring -tc=bf16?from?f32*" \
+  mutant "bf16: a NaN whose payload lies in the low half becomes infinity (quiet bit not set)" "-ts=tensor -tc=bf16?from?f32*" \
     'if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);' \
     'if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(u >> 16);'
-  mutant "bf16: infinity converted as NaN" "-ts=inline-wiring -tc=bf16?from?f32*" \
+  mutant "bf16: infinity converted as NaN" "-ts=tensor -tc=bf16?from?f32*" \
     'if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);' \
     'if ((u & 0x7fffffffu) >= 0x7f800000u) return uint16_t((u >> 16) | 0x40);'
-  mutant "f16: a NaN read as infinity (its mantissa dropped)" "-ts=inline-wiring -tc=f16?to?f32*" \
+  mutant "f16: a NaN read as infinity (its mantissa dropped)" "-ts=tensor -tc=f16?to?f32*" \
     'u = sign | 0x7f800000u | man << 13;' \
     'u = sign | 0x7f800000u;'
   # --- runtime/shape.h ---
-  mutant "shape: shapes of different rank compare equal when one is a prefix of the other" "-ts=inline-wiring -tc=shapes?of?different?rank*" \
+  mutant "shape: shapes of different rank compare equal when one is a prefix of the other" "-ts=tensor -tc=shapes?of?different?rank*" \
     'if (ndim != o.ndim) return false;' \
     '(void)0;'
   # --- runtime/tensor.h ---

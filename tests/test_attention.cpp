@@ -1,5 +1,6 @@
 // DFlash block-sparse attention: forward and backward against a dense masked reference in double,
-// backward against finite differences, dropped blocks, the visited-tile count and every error.
+// backward against finite differences, dropped blocks, the visited-tile count and every error (a saved
+// output or lse that does not fit the call included).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -8,6 +9,9 @@
 
 using namespace dflash;
 using namespace dflash::test;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 
@@ -290,5 +294,31 @@ TEST_SUITE("attention") {
                          doctest::Contains("dflash_attention_all_tiles: batch 1, context_len 5, n_blocks 2, key_tile 0: "
                                            "the counts must be >= 0 and key_tile >= 1"),
                          Error);
+  }
+
+  TEST_CASE("dflash_attention refuses a saved output or lse that does not fit the call") {
+    CpuRuntime rt;
+    // S = 5, block_size 2, N = 2: T = 4; out [1, 4, 2, 4] and lse [1, 2, 4].
+    const Tensor q = randn({1, 4, 2, 4}, 1), k = randn({1, 9, 1, 4}, 2), v = randn({1, 9, 1, 4}, 3);
+    const Tensor anchors = Tensor::from_ints({1, 2}, {1, 3}), keep = Tensor::from_ints({1, 2}, {1, 1});
+    auto call = [&](const ops::Attention& saved) {
+      return ops::dflash_attention(q, k, v, anchors, keep, 5, 2, 0.5f, 4, &saved);
+    };
+    const ops::Attention first = ops::dflash_attention(q, k, v, anchors, keep, 5, 2, 0.5f, 4);
+    CHECK_NOTHROW(call(first));
+    const char* msg = "the saved output does not belong to this call";
+    CHECK_ERROR(call({first.out, randn({1, 2, 3}, 4), Tensor()}), msg);
+    CHECK_ERROR(call({first.out, randn({1, 4, 2}, 5), Tensor()}), msg);
+    CHECK_ERROR(call({randn({1, 4, 2, 3}, 6), first.lse, Tensor()}), msg);
+    CHECK_ERROR(call({first.out, Tensor(), Tensor()}), msg);
+  }
+
+  TEST_CASE("dflash_attention_all_tiles counts a partial context tile as a tile") {
+    // Per sequence and block: ceil(S / key_tile) context tiles, then one tile per block's draft keys.
+    CHECK(ops::dflash_attention_all_tiles(2, 100, 3, 64) == 2 * 3 * (2 + 3));
+    CHECK(ops::dflash_attention_all_tiles(1, 65, 1, 64) == 1 * 1 * (2 + 1));
+    CHECK(ops::dflash_attention_all_tiles(1, 64, 2, 64) == 1 * 2 * (1 + 2));
+    CHECK(ops::dflash_attention_all_tiles(1, 1, 4, 8) == 1 * 4 * (1 + 4));
+    CHECK(ops::dflash_attention_all_tiles(3, 0, 2, 16) == 3 * 2 * (0 + 2));
   }
 }

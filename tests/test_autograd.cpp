@@ -1,10 +1,14 @@
 // Autograd semantics: reverse order, += accumulation (or fresh gradients within FreshLeafGrads),
-// frozen tensors, no-grad scopes and the backward-twice error; swiglu and linear writing gradients over their dead inputs.
+// frozen tensors, no-grad scopes and the backward-twice error; row ranges and reshapes adding to gradients
+// already held; swiglu and linear writing gradients over their dead inputs.
 #include "graphs/program.h"
 #include "tests/test_util.h"
 
 using namespace dflash;
 using namespace dflash::test;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 // Plans `body` (the online planner's arena), then runs it eagerly from zeroed gradients: that
@@ -158,6 +162,34 @@ TEST_SUITE("autograd") {
     // Rows 0 and 3 are outside the view: their gradient stays 0.
     for (int i : {0, 1, 2, 9, 10, 11}) CHECK(g[size_t(i)] == 0.0f);
   }
+
+  TEST_CASE("rows refuses a negative begin; overlapping row ranges add their gradients") {
+    CpuRuntime rt;
+    const Tensor t = randn({4, 3}, 1);
+    CHECK_ERROR(t.rows(-1, 2), "rows(-1, 2) on f32[4,3]: need 0 <= begin <= end <= 4");
+    CHECK(t.rows(2, 2).numel() == 0);  // an empty range is a view too
+    // Rows 1 and 2 are in both ranges: their gradient is the sum of both.
+    Tensor x = param({4, 3}, 2);
+    check_gradients([&] { return ops::add(x.rows(0, 3), ops::scale(x.rows(1, 4), 2.0f)); }, {x});
+    Tensor a = param({5, 2}, 3);
+    check_gradients([&] {  // the same through a non-leaf, whose gradient is a temporary
+      Tensor y = ops::scale(a, 1.5f);
+      return ops::mul(y.rows(0, 3), y.rows(2, 5));
+    }, {a});
+  }
+
+  TEST_CASE("reshape hands the gradient to a leaf, and adds it to one that already holds a gradient") {
+    CpuRuntime rt;
+    Tensor x = param({2, 6}, 1);
+    check_gradients([&] { return ops::scale(x.reshape({3, 4}), 2.0f); }, {x});
+    check_gradients([&] { return ops::add(ops::scale(x, 0.5f), ops::scale(x.reshape({3, 4}).reshape({2, 6}), 3.0f)); }, {x});
+    check_gradients([&] {
+      Tensor y = ops::scale(x, 1.5f);
+      Tensor direct = y.reshape({12});  // its backward runs after the other path's has reached y
+      Tensor negated = ops::scale(y, -1.0f).reshape({12});
+      return ops::mul(direct, negated);
+    }, {x});
+  }
 }
 
 TEST_SUITE("autograd") {
@@ -238,5 +270,33 @@ TEST_SUITE("autograd") {
       Tensor y = ops::linear(ops::scale(x0, 1.5f), w);
       return ops::sum(ops::mul(y, y));
     }, {x0, w});
+  }
+
+  TEST_CASE("swiglu backward: up's gradient takes up's storage when only gate is still held, and gate's the other way") {
+    // The planned arena of linear -> swiglu -> loss -> backward with the caller holding gate, up,
+    // both or neither: a dead input lends its storage to its own gradient, so holding only one
+    // input costs at least one (64, 256) f32 buffer less than holding both, whichever it is.
+    CpuRuntime rt;
+    Tensor x = randn({64, 16}, 1), w_gate = param({256, 16}, 2, 0.2f), w_up = param({256, 16}, 3, 0.2f);
+    auto arena = [&](bool hold_gate, bool hold_up) {
+      return plan_program(rt.ctx, "swiglu", [&] {
+               std::vector<Tensor> held;
+               Tensor gate = ops::linear(x, w_gate), up = ops::linear(x, w_up);  // (64, 256) each
+               if (hold_gate) held.push_back(gate);
+               if (hold_up) held.push_back(up);
+               Tensor y = ops::swiglu(gate, up);
+               gate = Tensor();
+               up = Tensor();
+               backward(ops::sum(ops::mul(y, y)));
+               held.clear();
+             }).arena_bytes;
+    };
+    const size_t both = arena(true, true), only_gate = arena(true, false), only_up = arena(false, true),
+                 none = arena(false, false);
+    INFO("arena: both " << both << ", only gate " << only_gate << ", only up " << only_up << ", none " << none);
+    const size_t buffer = 64 * 256 * sizeof(float);
+    CHECK(only_gate + buffer <= both);
+    CHECK(only_up + buffer <= both);
+    CHECK(none + buffer <= both);
   }
 }

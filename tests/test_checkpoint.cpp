@@ -1,5 +1,6 @@
 // Recompute checkpointing: bitwise-equal gradients and losses with it on or off, a smaller
-// arena, and an arena that grows per layer by little more than one segment's input.
+// arena, and an arena that grows per layer by little more than one segment's input; the recompute
+// ladder, and kept values a recomputation adopts (a view at its offset).
 #include <algorithm>
 #include <map>
 
@@ -270,5 +271,24 @@ TEST_SUITE("checkpoint") {
     // 5 units: (1,0) keeps 9, (1,1) 7, then (1,2) keeps 1 + 2 + 2 = 5.
     CHECK(build(5 * 1024) == std::make_tuple(int64_t(1), int64_t(2), size_t(5)));
     CHECK(build(0) == std::make_tuple(int64_t(3), int64_t(0), size_t(3)));  // no budget: all, the smallest
+  }
+
+  TEST_CASE("the recompute ladder offers partial recomputation up to 12 segments, whole layers beyond") {
+    CHECK(recompute_ladder(12, true).size() == 91);  // (full, partial) with full + partial <= 12
+    CHECK(recompute_ladder(13, true).size() == 14);  // 0..13 whole layers
+  }
+
+  TEST_CASE("checkpoint stash: kept values that are a view (rows 2 and 3 of a tensor) are adopted at their offset") {
+    CpuRuntime rt;
+    const Tensor base = randn(Shape{4, 3}, 5), x = randn(Shape{2, 5}, 6), w = randn(Shape{3, 5}, 7);
+    const Tensor kept = base.rows(2, 4);
+    Tensor skipped;
+    {
+      SkipLaunches skip(true);
+      skipped = ops::linear(x, w);  // no memory of its own
+    }
+    adopt_kept_values(skipped, kept);
+    const std::vector<float> all = base.to_floats();
+    CHECK(skipped.to_floats() == std::vector<float>(all.begin() + 6, all.end()));
   }
 }

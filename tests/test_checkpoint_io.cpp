@@ -1,6 +1,7 @@
 // Training checkpoints: CRC-32 against a bitwise reference, bitwise save/load round trips (params,
 // Adam m/v, step, state), damaged and incomplete checkpoints skipped with warnings, replacement and
-// pruning (only canonical step-N names count), and forced write failures.
+// pruning (only canonical step-N names count), forced write failures; a grown file named by the marker,
+// a v moment of another shape refused on load.
 #include "tests/checkpoint_io_util.h"
 
 using namespace dflash;
@@ -8,6 +9,9 @@ using namespace dflash::test;
 using namespace dflash::test::ckpt;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 TEST_SUITE("checkpoint-io") {
 
@@ -418,6 +422,61 @@ TEST_CASE("directory commit: a file in the target's place is refused; fsync name
                        doctest::Contains("exists and is not a directory"), Error);
   CHECK(read_raw(dir / "target") == "x");
   CHECK_THROWS_WITH_AS(fsync_directory(dir / "missing"), doctest::Contains("fsync of directory '"), Error);
+}
+
+TEST_CASE("checkpoint marker: a file grown after the save is named even when checksums are skipped") {
+  CpuRuntime rt;
+  TempDir dir("state-marker");
+  Trained a(small_spec(), 1, 1);
+  save_checkpoint(dir.path, 1, a.params, a.opt, {{"k", 1}});
+  const fs::path ck = dir.path / "checkpoints" / "step-1";
+  const std::string state = read_raw(ck / "state.json");
+  CHECK_FALSE(checkpoint_problem(ck, false));
+  write_raw(ck / "state.json", state + " ");
+  const std::optional<std::string> problem = checkpoint_problem(ck, false);
+  REQUIRE(problem);
+  CHECK(*problem == "state.json has " + std::to_string(state.size() + 1) + " bytes but COMPLETE.json records " +
+                        std::to_string(state.size()) + " (the file was truncated or rewritten after the save)");
+}
+
+TEST_CASE("checkpoint load: a v moment of another shape is refused by name and shape, and nothing is loaded") {
+  CpuRuntime rt;
+  TempDir dir("state-load");
+  Trained a(small_spec(), 1, 1);
+  save_checkpoint(dir.path, 1, a.params, a.opt, {{"k", 1}});
+  const fs::path ck = dir.path / "checkpoints" / "step-1";
+  int64_t numel = 0;
+  {
+    const SafeTensors moments(ck / "optimizer.safetensors");
+    std::vector<std::vector<float>> data;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const std::string& n : moments.names()) {
+      if (n == "step") continue;
+      data.push_back(moments.read_floats(n));
+      shapes.push_back(moments.info(n).shape);
+      if (n == "v.fc.weight") {
+        REQUIRE(shapes.back().size() == 2);
+        numel = int64_t(data.back().size());
+        shapes.back() = {numel};  // the same values, flattened
+      }
+    }
+    REQUIRE(numel > 0);
+    std::vector<SafeTensorsEntry> entries;
+    size_t i = 0;
+    for (const std::string& n : moments.names())
+      if (n != "step") entries.push_back({n, "F32", shapes[i], data[i].data()}), ++i;
+    const std::vector<int32_t> step = moments.read_ints("step");
+    entries.push_back({"step", "I32", {1}, step.data()});
+    write_safetensors(dir / "flat-v.safetensors", entries);
+  }
+  write_raw(ck / "optimizer.safetensors", read_raw(dir / "flat-v.safetensors"));
+  reseal(ck);
+  Trained b(small_spec(), 9, 0);
+  const Snapshot before(b);
+  CHECK_ERROR(load_checkpoint(ck, b.params, b.opt),
+              "optimizer.safetensors': tensor 'v.fc.weight' has shape [" + std::to_string(numel) +
+                  "] but the model's parameter is");
+  check_same(before, Snapshot(b));
 }
 
 }  // TEST_SUITE

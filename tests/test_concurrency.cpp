@@ -1,6 +1,8 @@
 // Workers: concurrent CPU workers replaying their programs produce exactly what one thread
-// replaying the same batches produces; gradients meet in a fixed rank order; a job's error reaches
+// replaying the same batches produces; gradients meet in a fixed rank order (the thread communicator's
+// refusals); a job's error reaches
 // the next wait once, and the first failure of a thread rank is the one every rank reports.
+#include "dist/comm.h"
 #include "dist/coordinator.h"
 #include "graphs/worker.h"
 #include "tests/test_util.h"
@@ -8,6 +10,9 @@
 
 using namespace dflash;
 using namespace dflash::test;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 const std::vector<Bucket> kBuckets = {{16, 1, 2}, {32, 1, 2}};
@@ -150,5 +155,24 @@ TEST_SUITE("concurrency") {
     CHECK(seen.find("rank 2 stopped: the disk is full") != std::string::npos);
     for (int r = 0; r < 3; ++r) CHECK(coord.handle(r).failure() == std::optional<std::string>("rank 2 stopped: the disk is full"));
     CHECK_THROWS_WITH_AS(coord.handle(1).all_gather("y"), doctest::Contains("rank 2 stopped: the disk is full"), Error);
+  }
+
+  TEST_CASE("thread communicator: another size registered, a shorter all_reduce and an uneven reduce_scatter refused") {
+    CpuRuntime rt;
+    std::vector<float> a(4), b(5);
+    ThreadCommunicator two(2, 0);
+    two.register_buffer(0, a.data(), 4);
+    CHECK_ERROR(two.register_buffer(1, b.data(), 5),
+                "ThreadCommunicator::register_buffer: rank 1 registers 5 floats but the others 4");
+    ThreadCommunicator one(1, 4);
+    one.register_buffer(0, a.data(), 4);
+    CHECK_NOTHROW(one.all_reduce_sum(a.data(), 4, 0));
+    CHECK_ERROR(one.all_reduce_sum(a.data(), 3, 0), "all_reduce: rank 0 passed a buffer other than the one registered");
+    // Refused before any rank waits; the aborted barrier makes a call that got past the check fail
+    // at once instead of waiting for a rank 1 that never comes.
+    ThreadCommunicator pair(2, 0);
+    pair.abort();
+    const Tensor five = randn(Shape{5}, 1);
+    CHECK_ERROR(reduce_scatter_(&pair, five, 0), "does not split into 2 equal slices");
   }
 }

@@ -1,5 +1,6 @@
-// Config parsing: every key into its struct field, defaults, and each refusal's message (file, line,
-// key, value, fix); docs/config.md and configs/*.toml stay parseable. Overrides: test_config_overrides.cpp.
+// Config parsing: every key into its struct field, defaults (docs/config.md's), and each refusal's message
+// (file, line, key, value, fix); docs/config.md and configs/*.toml stay parseable. Overrides:
+// test_config_overrides.cpp.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -451,5 +452,24 @@ progress = false
           ++parsed;
         }
     MESSAGE("parsed " << parsed << " config files under configs/");
+  }
+
+  TEST_CASE("absent keys keep docs/config.md's defaults: runtime, eval and optimizer keys") {
+    const Config c = parse(kMinimal);
+    CHECK(c.runtime.heartbeat_timeout_s == 30.0);
+    CHECK(c.runtime.rendezvous_timeout_s == 300.0);
+    CHECK(c.runtime.rendezvous_port == 0);
+    CHECK_FALSE(c.runtime.shard_optimizer);
+    CHECK_FALSE(c.runtime.overlap_reduction);
+    CHECK(c.runtime.reduce_dtype == "f32");
+    CHECK(c.runtime.target_attention == "auto");
+    CHECK(c.runtime.arena_gb == 0.0);
+    CHECK(c.training.beta1 == 0.9);
+    CHECK(c.training.min_lr_ratio == 0.0);
+    CHECK(c.drafter.init_std == 0.02);
+    CHECK(c.eval.spec_every == 0);
+    CHECK(c.eval.spec_max_new_tokens == 128);
+    CHECK(c.eval.spec_prefill_chunk == 128);
+    CHECK_FALSE(c.eval.spec_ignore_eos);
   }
 }

@@ -1,9 +1,11 @@
 // The hints of an unknown key's refusal: a key within two edits is suggested, and otherwise the
-// section's own keys are listed (those of its subsections have their own section).
+// section's own keys are listed (those of its subsections have their own section); the key text the
+// hints are built from (leaves, edits, fixed-width numbers).
 #include <doctest/doctest.h>
 
 #include "runtime/error.h"
 #include "train/config.h"
+#include "train/config_keys.h"
 
 using namespace dflash;
 
@@ -56,5 +58,17 @@ TEST_SUITE("config") {
     INFO(d);
     CHECK(ends_with(d, "unknown key data.frobnicate; the keys of [data] are train, eval, shards, mode, hidden, overflow, "
                        "shuffle_seed, allow_changed"));
+  }
+
+  TEST_CASE("config keys: leaves after the last dot, substitutions as one edit, fixed text up to 10 characters") {
+    using namespace config_detail;
+    CHECK(leaf_of("target.synthetic.seed") == "seed");
+    CHECK(keys_of_section("target.synthetic").rfind("enabled, architecture, vocab_size, ", 0) == 0);
+    CHECK(suggestion("training.seed", all_keys()) ==
+          "; did you mean job.seed or target.synthetic.seed or data.synthetic.seed or generate.seed?");
+    CHECK(suggestion("trainimg.bete1", all_keys()) == "; did you mean training.beta1?");  // two substitutions
+    CHECK(fmt_double(1e-8) == "0.00000001");
+    CHECK(fmt_double(1234567.25) == "1234567.25");
+    CHECK(fmt_double(1e-9) == "1e-09");
   }
 }

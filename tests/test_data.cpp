@@ -1,6 +1,6 @@
 // Data files: JSONL reading (every message), token and hidden shards (byte layout, round trips,
-// every validation message on crafted files, damaged ids and loss_mask bytes). Planner and
-// anchors: tests/test_data_batches.cpp.
+// every validation message on crafted files, damaged ids and loss_mask bytes; hidden shards written in
+// parts by ranks), and the seeds (splitmix64, derived seeds). Planner and anchors: tests/test_data_batches.cpp.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 #include "data/shards.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
+#include "runtime/splitmix.h"
 #include "tests/data_test_util.h"
 #include "tests/test_util.h"
 
@@ -411,5 +412,42 @@ TEST_SUITE("data") {
     CHECK(derive_seed(0, 1) != derive_seed(1, 0));
     CHECK(derive_seed(5, 1, 2) == derive_seed(5, 1, 2));
     CHECK(derive_seed(5, 1, 2) != derive_seed(5, 2, 1));
+  }
+
+  TEST_CASE("hidden shards in parts: each rank numbers from its first sequence; the index refuses parts out of order") {
+    TempDir dir("hidden-parts");
+    const int64_t W = 2;
+    const std::vector<float> rows0 = {1, 2, 3, 4}, rows1 = {5, 6}, rows2 = {-1, -2, -3, -4, -5, -6};
+    // Rank 0 holds sequences 0 and 1, rank 1 sequence 2 (HiddenPart::first_sequence = 2).
+    HiddenShardWriter w0(dir.path, W, HiddenDType::f32, int64_t(1) << 20, HiddenPart{0, 0});
+    w0.append(rows0.data(), 2);
+    w0.append(rows1.data(), 1);
+    w0.finish();
+    HiddenShardWriter w1(dir.path, W, HiddenDType::f32, int64_t(1) << 20, HiddenPart{1, 2});
+    w1.append(rows2.data(), 3);
+    w1.finish();
+    CHECK_FALSE(std::filesystem::exists(dir.path / "index.json"));  // a part writes no index
+    const nlohmann::json p1 = nlohmann::json::parse(w1.shards_json());
+    REQUIRE(p1.size() == 1);
+    CHECK(p1[0]["first_sequence"] == 2);
+    CHECK(p1[0]["sequences"] == 1);
+    CHECK_ERROR(write_hidden_index(dir.path, W, HiddenDType::f32, {w1.shards_json(), w0.shards_json()}),
+                "starts at sequence 2, expected 0 (the ranks' parts do not follow each other)");
+    write_hidden_index(dir.path, W, HiddenDType::f32, {w0.shards_json(), w1.shards_json()});
+    HiddenDataset h(dir.path, W, HiddenDType::f32, {2, 1, 3});
+    REQUIRE(h.size() == 3);
+    CHECK(h.get(0) == rows0);
+    CHECK(h.get(1) == rows1);
+    CHECK(h.get(2) == rows2);
+  }
+
+  TEST_CASE("splitmix64 gives the published first outputs; seeds mix (base, epoch, index) in that order") {
+    CHECK(splitmix64(0) == 0xe220a8397b1dcdafull);  // SplitMix64's first output from state 0
+    CHECK(splitmix64(0x9e3779b97f4a7c15ull) == 0x6e789e6aa1b965f4ull);  // its second
+    CHECK(splitmix64(1) == 0x910a2dec89025cc1ull);
+    MicroBatch mb;
+    mb.epoch = 2, mb.index = 5;
+    // splitmix64(splitmix64(splitmix64(7) ^ 2) ^ 5), computed outside the project.
+    CHECK(mb.anchor_seed(7) == 0x78bc1f9975e91647ull);
   }
 }

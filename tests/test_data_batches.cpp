@@ -1,4 +1,4 @@
-// Data batching: the batch planner (determinism, coverage, smallest buckets, an epoch's order and
+// Data batching: the batch planner (determinism, every order reached, coverage, smallest buckets, an epoch's order and
 // its end-of-epoch flush, overflow, resume) and anchors (validity, uniformity, eval passes) with
 // the staging of a micro-batch.
 #include <doctest/doctest.h>
@@ -196,6 +196,29 @@ TEST_SUITE("data") {
     broken.pending[0] = {0, 1, 2};
     CHECK_ERROR(p.restore(broken), "the saved data position is inconsistent");
     CHECK_ERROR(PlannerState::from_json(json{{"epoch", 1}}, "ckpt/data.json"), "ckpt/data.json: the saved data position is unreadable");
+  }
+
+  TEST_CASE("planner: every order of three sequences occurs; a full saved group and the largest bucket") {
+    BatchPlanner three({5, 5, 5}, {{16, 1, 3}}, OverflowPolicy::error, 0, "d");
+    std::set<std::vector<int64_t>> orders;
+    for (int64_t e = 0; e < 64; ++e) orders.insert(three.permutation(e));
+    CHECK(orders.size() == 6);  // Fisher-Yates reaches all 3! orders, the identity included
+    CHECK(orders.count({0, 1, 2}) == 1);
+
+    BatchPlanner p({5, 5, 5, 5}, {{16, 1, 2}}, OverflowPolicy::error, 0, "d");
+    PlannerState st = p.state();
+    st.pending[0] = {0};
+    p.restore(st);  // one of two: a group still filling
+    st.pending[0] = {0, 1};
+    CHECK_ERROR(p.restore(st), "d: the saved data position is inconsistent");
+
+    // The largest bucket is the last one listed: a 100-token sequence is truncated into seq 64.
+    const std::vector<Bucket> buckets = {{16, 1, 1}, {64, 1, 1}};
+    BatchPlanner t({10, 100}, buckets, OverflowPolicy::truncate, 0, "d");
+    CHECK(t.bucket_of(1) == 1);
+    CHECK(t.is_truncated(1));
+    CHECK_ERROR(BatchPlanner({10, 100}, buckets, OverflowPolicy::error, 0, "d"),
+                "sequence 1 has 100 tokens, more than the largest bucket (seq 64)");
   }
 
   // ---- anchors ----

@@ -1,6 +1,7 @@
 // The DFlash drafter against the golden float64 reference: one step's loss, accuracy, tau
 // estimate, per-slot CE, weights, labels, argmax, output, logits and every parameter gradient,
-// eager and recorded, with and without checkpointing; then one AdamW step.
+// eager and recorded, with and without checkpointing; then one AdamW step. The parameter list's
+// shapes and the default target layers, by hand.
 #include "graphs/program.h"
 #include "model/dflash_ops.h"
 #include "model/drafter.h"
@@ -195,5 +196,37 @@ TEST_SUITE("drafter") {
                                         Tensor::from_ints({1, 2}, {1, 1}), 4, 0, 7.0),
                          doctest::Contains("dflash_prepare: loss_mask is"), Error);
     CHECK_NOTHROW(dflash_prepare(ids, mask, anchors, Tensor::from_ints({1, 2}, {1, 1}), 4, 0, 7.0));
+  }
+
+  TEST_CASE("drafter parameters: Linear weights are [out, in] with q = heads * head_dim and kv = kv_heads * head_dim") {
+    DrafterSpec s;
+    s.hidden_size = 8, s.intermediate_size = 12, s.num_attention_heads = 4, s.num_key_value_heads = 2, s.head_dim = 4;
+    s.target_layer_ids = {1, 2, 3};
+    std::vector<std::pair<std::string, std::vector<int64_t>>> got;
+    for (const ParamSpec& p : drafter_param_specs(s)) got.push_back({p.name, p.shape.vec()});
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> want = {
+        {"fc.weight", {8, 24}},
+        {"hidden_norm.weight", {8}},
+        {"layers.0.input_layernorm.weight", {8}},
+        {"layers.0.self_attn.q_proj.weight", {16, 8}},
+        {"layers.0.self_attn.k_proj.weight", {8, 8}},
+        {"layers.0.self_attn.v_proj.weight", {8, 8}},
+        {"layers.0.self_attn.o_proj.weight", {8, 16}},
+        {"layers.0.self_attn.q_norm.weight", {4}},
+        {"layers.0.self_attn.k_norm.weight", {4}},
+        {"layers.0.post_attention_layernorm.weight", {8}},
+        {"layers.0.mlp.gate_proj.weight", {12, 8}},
+        {"layers.0.mlp.up_proj.weight", {12, 8}},
+        {"layers.0.mlp.down_proj.weight", {8, 12}},
+        {"norm.weight", {8}},
+    };
+    CHECK(got == want);
+  }
+
+  TEST_CASE("default target layers: one feature takes L // 2 (odd L rounds down); no features are refused") {
+    CHECK(default_target_layer_ids(5, 1) == std::vector<int64_t>{2});
+    CHECK(default_target_layer_ids(37, 1) == std::vector<int64_t>{18});
+    CHECK_THROWS_WITH_AS(default_target_layer_ids(36, 0),
+                         doctest::Contains("default target layers: target has 36 layers and the drafter 0"), Error);
   }
 }

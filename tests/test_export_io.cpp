@@ -1,6 +1,7 @@
 // The exported drafter: f32/bf16 round trips, config and tensors against the golden
 // drafter_config.json / drafter_init.safetensors, the golden files as a warm start, every refusal
-// (config keys, dims, shapes, NaN, foreign tensors, unsafe output directories), and checkpoints as drafters.
+// (config keys, dims, shapes, NaN, foreign tensors, unsafe output directories), and checkpoints as drafters
+// (a drafter spec that does not describe the store refused on save).
 #include "tests/checkpoint_io_util.h"
 
 using namespace dflash;
@@ -8,6 +9,9 @@ using namespace dflash::test;
 using namespace dflash::test::ckpt;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 // The golden drafter_config.json's keys, each with the same value in `config` (an export also holds
@@ -413,6 +417,23 @@ TEST_CASE("export and warm start: the remaining refusals name what is wrong") {
                        doctest::Contains("export_checkpoint '"), Error);
   CHECK_THROWS_WITH_AS(export_checkpoint(dir / "empty", dir / "out"),
                        doctest::Contains("not a complete checkpoint: no COMPLETE.json"), Error);
+}
+
+TEST_CASE("checkpoint save: a drafter spec with the store's names but other shapes is refused") {
+  CpuRuntime rt;
+  TempDir dir("state-save");
+  Trained a(small_spec(), 1, 0);
+  DrafterSpec wider = small_spec();
+  wider.intermediate_size = 24;
+  const std::vector<ParamSpec> specs = drafter_param_specs(wider);
+  REQUIRE(specs.size() == a.params.specs().size());
+  for (size_t i = 0; i < specs.size(); ++i) REQUIRE(specs[i].name == a.params.specs()[i].name);
+  CHECK_ERROR(save_checkpoint(dir.path, 0, a.params, a.opt, {}, &wider),
+              "the drafter spec given does not describe this parameter store");
+  CHECK_FALSE(fs::exists(dir.path / "checkpoints" / "step-0"));
+  const DrafterSpec same = small_spec();
+  save_checkpoint(dir.path, 0, a.params, a.opt, {}, &same);
+  CHECK(fs::exists(dir.path / "checkpoints" / "step-0" / kCheckpointDrafterConfig));
 }
 
 }  // TEST_SUITE

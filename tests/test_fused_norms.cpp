@@ -1,5 +1,5 @@
 // The forward-only fused ops (add_rmsnorm, rmsnorm_rope, swiglu_halves) on the CPU: the unfused ops' values bit
-// for bit (their wiring: which weight goes with which tensor, rows, heads, positions), and every
+// for bit (which weight goes with which tensor, rows, heads, positions), and every
 // refusal, each naming the tensors and the fix; the ops the target's recorded forward runs (its
 // values: the golden targets, tests/test_target.cpp). Their CUDA kernels: suite gpu-ops.
 #include <map>

@@ -1,7 +1,7 @@
 // The backward hook the overlapped gradient reduction hangs on: it runs once the layers recorded
 // after it are done (their parameters' gradients complete), before the layers below, and hands
 // the gradient on unchanged (the gradients equal those without the hook, bit for bit); then the
-// drafter's hook points and the overlap's buckets built on it.
+// drafter's hook points and the overlap's buckets built on it (layers 10 and up included).
 #include "graphs/overlap.h"
 #include "model/drafter.h"
 #include "runtime/safetensors.h"
@@ -186,6 +186,24 @@ TEST_SUITE("autograd") {
       CAPTURE(r.full);
       CAPTURE(r.partial);
       CHECK(bitwise_equal(run(r, true), run(r, false)));
+    }
+  }
+
+  TEST_CASE("overlap: layers 10 and up get their own buckets") {
+    CpuRuntime rt;
+    std::vector<ParamSpec> specs;
+    for (int l = 0; l < 12; ++l)
+      for (const char* w : {"self_attn.q_proj.weight", "mlp.up_proj.weight"})
+        specs.push_back({"layers." + std::to_string(l) + "." + w, Shape{2, 2}});
+    ParameterStore p(specs);
+    const ReductionPlan plan = reduction_plan_of(p, 12);
+    REQUIRE(plan.mlp.size() == 12);
+    for (int l : {1, 10, 11}) {
+      CAPTURE(l);
+      const int64_t mlp = p.offset_of("layers." + std::to_string(l) + ".mlp.up_proj.weight");
+      const int64_t attn = p.offset_of("layers." + std::to_string(l) + ".self_attn.q_proj.weight");
+      CHECK(plan.mlp[size_t(l)] == FlatRange{mlp, mlp + 4});
+      CHECK(plan.attention[size_t(l)] == FlatRange{attn, attn + 4});
     }
   }
 }

@@ -1,6 +1,7 @@
 // Launching several processes: launcher variables (torchrun over Slurm), every bad-launch message,
-// the GPU a process takes, and the TCP rendezvous between two real processes (fork) on the
-// loopback address and by host name, with its timeouts and its failure notices.
+// the GPU a process takes, a launched process in a build without NCCL, and the TCP rendezvous between
+// two real processes (fork) on the loopback address and by host name, with its bounds, its timeouts
+// and its failure notices.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,12 +19,16 @@
 #include "runtime/error.h"
 #include "tests/process_util.h"
 #include "tests/test_util.h"
+#include "train/cluster.h"
 
 using namespace dflash;
 using dflash::test::fork_child;
 using dflash::test::free_port;
 using dflash::test::rendezvous_options;
 using dflash::test::wait_child;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 EnvLookup env_of(std::map<std::string, std::string> vars) {
@@ -190,6 +195,18 @@ TEST_SUITE("launch") {
     CHECK_THROWS_WITH_AS(local_gpu_for(s, 2, "auto", std::nullopt), doctest::Contains("SLURM_LOCALID=3 but only 2"),
                          Error);
   }
+
+#ifndef DFLASH_NCCL
+  TEST_CASE("a launched process in a build without NCCL is refused, naming its rank, world and launcher") {
+    LaunchInfo l;
+    l.launcher = "torchrun", l.rank = 1, l.world = 2, l.master_addr = "127.0.0.1", l.master_port = 29500;
+    std::vector<std::string> logged;
+    CHECK_THROWS_WITH_AS(ProcessGroup::join(Config{}, l, [&](const std::string& s) { logged.push_back(s); }),
+                         doctest::Contains("this process is RANK=1 of WORLD_SIZE=2 (torchrun), but this build has no NCCL"),
+                         Error);
+    CHECK(logged.empty());
+  }
+#endif
 }
 
 TEST_SUITE("rendezvous") {
@@ -329,5 +346,23 @@ TEST_SUITE("rendezvous") {
     CHECK(eventually([&] { return r0->failure().has_value(); }, 5));
     CHECK_THROWS_WITH_AS(r0->all_gather("x"), doctest::Contains("rank 0 (host"), Error);
     CHECK(wait_child(child2) == 0);
+  }
+
+  TEST_CASE("rendezvous: a port past 65535 and a rank past the world are refused; the first failure stays") {
+    CHECK_ERROR(Rendezvous::join(rendezvous_options(0, 1, "127.0.0.1", 65536, 1.0)),
+                "rendezvous: port 65536 (runtime.rendezvous_port) must lie in [1, 65535]");
+    CHECK_ERROR(Rendezvous::join(rendezvous_options(2, 2, "127.0.0.1", free_port(), 0.2)), "rendezvous: rank 2 of world 2");
+
+    auto r = Rendezvous::join(rendezvous_options(0, 1, "127.0.0.1", free_port(), 1.0));
+    r->report_failure("the first");
+    r->report_failure("the second");
+    REQUIRE(r->failure());
+    CHECK(r->failure()->find("stopped: the first") != std::string::npos);
+    // This rank's own failure after its clean end still counts (only the watchdog's echoes do not).
+    auto done = Rendezvous::join(rendezvous_options(0, 1, "127.0.0.1", free_port(), 1.0));
+    done->finish();
+    done->report_failure("late");
+    REQUIRE(done->failure());
+    CHECK(done->failure()->find("stopped: late") != std::string::npos);
   }
 }

@@ -1,6 +1,7 @@
 // The fused, chunked lm_head + cross-entropy against an unfused reference computed here in double,
-// its backward against finite differences, its memory bound from a planning pass, replay against
-// eager, numerical stability at logits near +-1e4, and its error messages.
+// its backward against finite differences (adding to gradients h and w already hold), its memory
+// bound from a planning pass, replay against eager, numerical stability at logits near +-1e4, and its
+// error messages.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -345,5 +346,39 @@ TEST_SUITE("ops") {
     Tensor trainable_rw = param({R}, 4, 1.0f, "rw");
     CHECK_THROWS_WITH_AS(run(h, w, labels, trainable_rw),
                          doctest::Contains("row_weights f32[4] 'rw' requires grad, but the op gives it none"), Error);
+  }
+
+  TEST_CASE("linear_cross_entropy backward adds dh (and dweight) to what the inputs' gradients hold") {
+    CpuRuntime rt;
+    const int64_t R = 7, H = 5, V = 11;
+    const Tensor labels = Tensor::from_ints({R}, {3, 0, 10, -1, 7, 7, 1});
+    const Tensor rw = Tensor::from_floats({R}, {0.2f, 0.1f, 0.15f, 0.0f, 0.25f, 0.2f, 0.1f});
+    // h (and w) also feed a sum of squares, so one path's gradient reaches them first and the
+    // other's must be added to it, whichever order backward takes.
+    SUBCASE("frozen lm_head: dh made in the forward, scaled in backward") {
+      Tensor h = param({R, H}, 1), w = randn({V, H}, 2, 0.5f);
+      for (bool ce_first : {true, false}) {  // recorded, and added, before or after the other path
+        CAPTURE(ce_first);
+        check_gradients(
+            [&] {
+              if (ce_first) {
+                Tensor ce = ops::linear_cross_entropy(h, w, labels, rw, 3).loss;
+                return ops::add(ce, ops::sum(ops::mul(h, h)));
+              }
+              Tensor squares = ops::sum(ops::mul(h, h));
+              return ops::add(squares, ops::linear_cross_entropy(h, w, labels, rw, 3).loss);
+            },
+            {h});
+      }
+    }
+    SUBCASE("trainable lm_head: dh and dweight recomputed per chunk in backward") {
+      Tensor h = param({R, H}, 3), w = param({V, H}, 4, 0.5f);
+      check_gradients(
+          [&] {
+            Tensor ce = ops::linear_cross_entropy(h, w, labels, rw, 3).loss;
+            return ops::add(ops::add(ce, ops::sum(ops::mul(h, h))), ops::sum(ops::mul(w, w)));
+          },
+          {h, w});
+    }
   }
 }

@@ -1,5 +1,5 @@
-// embedding, rmsnorm, rope, swiglu, concat: forward against references computed here in double,
-// backward against central finite differences, and every error message the ops can raise.
+// embedding, rmsnorm, rope, swiglu: forward against references computed here in double, backward
+// against central finite differences, and every error message the ops can raise (concat: test_ops_concat.cpp).
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -9,6 +9,9 @@
 
 using namespace dflash;
 using namespace dflash::test;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 
@@ -213,6 +216,18 @@ TEST_SUITE("ops") {
                          doctest::Contains("both must have the same dtype"), Error);
   }
 
+  TEST_CASE("rmsnorm with a frozen x and a trainable weight records its backward: dw against finite differences") {
+    CpuRuntime rt;
+    const Tensor x = randn({5, 6}, 1);
+    Tensor w = param({6}, 2);
+    CHECK(ops::rmsnorm(x, w, 1e-6f).requires_grad());
+    check_gradients([&] { return ops::rmsnorm(x, w, 1e-6f); }, {w});
+    // Per head: weight [hd] over x [rows, heads, hd].
+    const Tensor xh = randn({3, 2, 4}, 3);
+    Tensor wh = param({4}, 4);
+    check_gradients([&] { return ops::rmsnorm(xh, wh, 1e-6f); }, {wh});
+  }
+
   // ---- rope ----
 
   TEST_CASE("rope forward equals explicit cos/sin rotation, arbitrary and large positions") {
@@ -316,6 +331,15 @@ TEST_SUITE("ops") {
                          Error);
   }
 
+  TEST_CASE("rope refuses a head dim of 0 and an inv_freq that is not f32") {
+    CpuRuntime rt;
+    const Tensor pos = Tensor::from_ints({3}, {0, 1, 2});
+    CHECK_ERROR(ops::rope(Tensor::from_floats({3, 2, 0}, {}), pos, Tensor::from_floats({0}, {})),
+                "rope: x f32[3,2,0] has head dim 0; rotate-half needs an even head dim >= 2");
+    CHECK_ERROR(ops::rope(randn({3, 2, 8}, 1), pos, Tensor::from_ints({4}, {1, 1, 1, 1})),
+                "rope: inv_freq is i32[4] but must be f32");
+  }
+
   // ---- swiglu ----
 
   TEST_CASE("swiglu forward and gradient equal a double reference, large |gate| included") {
@@ -363,81 +387,6 @@ TEST_SUITE("ops") {
                          doctest::Contains("both must have the same dtype"), Error);
     CHECK_THROWS_WITH_AS(ops::swiglu(Tensor::from_ints({2}, {1, 2}), Tensor::from_ints({2}, {1, 2})),
                          doctest::Contains("swiglu: gate is i32[2] but must be f32"), Error);
-  }
-
-  // ---- concat ----
-
-  TEST_CASE("concat forward along dims 0, 1 and -1, f32 and i32") {
-    CpuRuntime rt;
-    // a [2, 3, 4] and b with one dim changed; the reference indexes every output element.
-    for (int dim : {0, 1, -1, 2, -3}) {
-      int d = dim < 0 ? dim + 3 : dim;
-      Shape as{2, 3, 4}, bs{2, 3, 4};
-      bs.d[d] = 5;
-      Tensor a = randn(as, 70), b = randn(bs, 71);
-      Tensor y = ops::concat(a, b, dim);
-      Shape want = as;
-      want.d[d] = as.d[d] + bs.d[d];
-      REQUIRE(y.shape() == want);
-      std::vector<float> av = a.to_floats(), bv = b.to_floats(), yv = y.to_floats();
-      for (int64_t i = 0; i < want.d[0]; ++i)
-        for (int64_t j = 0; j < want.d[1]; ++j)
-          for (int64_t k = 0; k < want.d[2]; ++k) {
-            int64_t idx[3] = {i, j, k};
-            bool from_a = idx[d] < as.d[d];
-            if (!from_a) idx[d] -= as.d[d];
-            const Shape& src = from_a ? as : bs;
-            float v = (from_a ? av : bv)[size_t((idx[0] * src.d[1] + idx[1]) * src.d[2] + idx[2])];
-            CHECK(yv[size_t((i * want.d[1] + j) * want.d[2] + k)] == v);
-          }
-    }
-    // i32 along the last dim.
-    Tensor a = Tensor::from_ints({2, 2}, {1, 2, 3, 4}), b = Tensor::from_ints({2, 1}, {-5, -6});
-    Tensor y = ops::concat(a, b, -1);
-    CHECK(y.dtype() == DType::i32);
-    CHECK(y.shape() == Shape{2, 3});
-    CHECK(y.to_ints() == std::vector<int32_t>{1, 2, -5, 3, 4, -6});
-    // i32 along dim 0 (context positions then draft positions).
-    CHECK(ops::concat(Tensor::from_ints({3}, {0, 1, 2}), Tensor::from_ints({2}, {7, 8}), 0).to_ints() ==
-          std::vector<int32_t>{0, 1, 2, 7, 8});
-    // An empty part.
-    CHECK(ops::concat(randn({0, 3}, 1), randn({2, 3}, 2), 0).shape() == Shape{2, 3});
-  }
-
-  TEST_CASE("concat backward against finite differences") {
-    CpuRuntime rt;
-    for (int dim : {0, 1, -1}) {
-      INFO("dim " << dim);
-      for (auto [a_len, b_len] : {std::pair{1, 1}, {3, 5}, {33, 7}}) {
-        Shape as{4, 3, 6}, bs{4, 3, 6};
-        int d = dim < 0 ? dim + 3 : dim;
-        as.d[d] = a_len;
-        bs.d[d] = b_len;
-        Tensor a = param(as, 80), b = param(bs, 81);
-        check_gradients([&] { return ops::concat(a, b, dim); }, {a, b});
-      }
-    }
-    // Only one side trainable, either side.
-    Tensor a = param({5, 2}, 82), b_frozen = randn({5, 3}, 83);
-    check_gradients([&] { return ops::concat(a, b_frozen, 1); }, {a});
-    check_gradients([&] { return ops::concat(b_frozen, a, -1); }, {a});
-  }
-
-  TEST_CASE("concat errors name the op, the tensors and the fix") {
-    CpuRuntime rt;
-    Tensor a = randn({2, 3}, 1);
-    CHECK_THROWS_WITH_AS(ops::concat(a, randn({4, 3}, 2), 1),
-                         doctest::Contains("differ in dim 0; they must agree on every dim except the concatenated one (1)"),
-                         Error);
-    CHECK_THROWS_WITH_AS(ops::concat(a, randn({2, 3, 1}, 2), 0), doctest::Contains("must have the same number of dims"),
-                         Error);
-    CHECK_THROWS_WITH_AS(ops::concat(a, randn({2, 3}, 2), 2), doctest::Contains("use a dim in [-2, 1]"), Error);
-    CHECK_THROWS_WITH_AS(ops::concat(a, Tensor::from_ints({2, 3}, {0, 0, 0, 0, 0, 0}), 0),
-                         doctest::Contains("both must have the same dtype"), Error);
-    Tensor ia = Tensor::from_ints({2}, {1, 2});
-    ia.set_requires_grad(true);
-    CHECK_THROWS_WITH_AS(ops::concat(ia, Tensor::from_ints({1}, {3}), 0),
-                         doctest::Contains("only f32 concatenation is differentiable"), Error);
   }
 }
 

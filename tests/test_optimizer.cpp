@@ -1,5 +1,6 @@
 // AdamW, gradient norm, clipping and the lr schedule against an independent double-precision
-// implementation written here, and one step against the golden after_adamw.* values.
+// implementation written here, and one step against the golden after_adamw.* values; the parameter
+// store's views and the ranks' slices of its flat buffers.
 #include <cmath>
 
 #include "runtime/optimizer.h"
@@ -166,5 +167,17 @@ TEST_SUITE("optimizer") {
     CHECK(store.get("y").grad().raw() == store.grad("y").raw());
     CHECK_THROWS_WITH_AS(store.get("z"), doctest::Contains("no parameter named 'z'"), Error);
     CHECK_THROWS_WITH_AS(ParameterStore({{"x", {3}}, {"x", {2}}}), doctest::Contains("'x' declared twice"), Error);
+  }
+
+  TEST_CASE("parameter store: three ranks split the padded flat buffers into equal aligned slices") {
+    CpuRuntime rt;
+    // 20 floats take 32 (64-byte alignment, 16 floats); three aligned slices of 16 make 48.
+    ParameterStore three({{"a", Shape{20}}}, ShardLayout{3, 1, true});
+    CHECK(three.padded_numel() == 48);
+    CHECK(three.shard_numel() == 16);
+    CHECK(three.shard_begin() == 16);
+    CHECK(three.flat_master().numel() == 16);
+    CHECK(ParameterStore({{"a", Shape{20}}}).padded_numel() == 32);
+    CHECK(ParameterStore({{"a", Shape{20}}}, ShardLayout{2, 0, false}).padded_numel() == 32);
   }
 }

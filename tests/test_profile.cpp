@@ -2,6 +2,7 @@
 // shape, the rows of one step add up to the FLOP formula of docs/MODEL.md, "FLOP counting" (computed
 // here from the drafter's dims) less the lm_head rows of each block's slot 0, which the drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
 // The update row counts the optimizer's bytes; the online target's attention rows count its causal FLOP.
+// The table's rows average over replays, its shares count idle time, tracing's cost is per call.
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,8 @@ double bench_formula(double S, double N, double pairs) {
 }
 
 }  // namespace
+
+using namespace dflash;
 
 TEST_SUITE("profile") {
   TEST_CASE("dflash-bench profile on the CPU: GEMM rows are 2MNK each, the step adds up to the FLOP formula") {
@@ -258,5 +261,27 @@ TEST_SUITE("profile") {
     // Kernels longer than the traced replay they were recorded in: overlapping or misattributed records.
     in.traced_ms = 1.8;
     CHECK(dflash::profile_mismatch(in) == doctest::Approx(0.2 / 1.8));
+  }
+
+  TEST_CASE("profile: rows average over replays; shares include idle; tracing's cost is per call") {
+    auto call = [](const char* op) { return ProfiledCall{"p", op, "forward", CallCost{}, 0.0, 0}; };
+    // Two calls of one row (4 + 2 ms over 4 replays: 1.5 ms) and one of another (8 ms: 2 ms).
+    std::vector<ProfileRow> rows = profile_rows({call("a"), call("a"), call("b")}, {4.0, 2.0, 8.0}, 4, 0.0);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].op == "b");
+    CHECK(rows[0].ms == 2.0);
+    CHECK(rows[1].calls == 2);
+    CHECK(rows[1].ms == 1.5);
+
+    ProfileTableInput in;
+    in.rows = {ProfileRow{"p", "forward", "x", "", 3, 3.0, 0, 0}, ProfileRow{"p", "forward", "y", "", 1, 1.0, 0, 0}};
+    in.measured_ms = 5.0, in.traced_ms = 6.0, in.idle_bound_ms = 2.0;
+    // Kernels 4 ms + idle 2 ms = 6 ms: shares 50%, 16.7% and 33.3%; tracing adds 1 ms over 4 calls.
+    const std::string t = format_profile_table("t", in);
+    INFO(t);
+    CHECK(t.find("  50.0% ") != std::string::npos);
+    CHECK(t.find("  16.7% ") != std::string::npos);
+    CHECK(t.find("  33.3%") != std::string::npos);
+    CHECK(t.find("tracing adds 1.000 ms, 250.00 us a call") != std::string::npos);
   }
 }

@@ -1,6 +1,8 @@
 // Record once, replay forever: replay equals eager bit for bit, replay allocates nothing, a sealed
 // runtime refuses to record, startup refuses a bucket set that does not fit (the host's available
-// memory counted in bytes), and a body whose recording differs from its plan.
+// memory counted in bytes), a body whose recording differs from its plan, a plan's bytes under its
+// offline placement, and the context's misuse refused (a host copy while planning, a nested begin,
+// a CPU recording without a sink, a persistent allocation after the seal).
 #include <fstream>
 #include <random>
 
@@ -17,6 +19,9 @@ extern thread_local uint64_t t_allocations;
 
 using namespace dflash;
 using namespace dflash::test;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 const std::vector<Bucket> kBuckets = {{16, 1, 2}, {32, 1, 2}, {64, 1, 1}};
@@ -429,5 +434,37 @@ TEST_SUITE("seal") {
     // The context is usable again after each refusal.
     CHECK(rt.ctx.mode() == Mode::eager);
     CHECK(plan_program(rt.ctx, "ok", [&] { Tensor t = Tensor::empty({8}, DType::f32); }).arena_bytes == 64);
+  }
+
+  TEST_CASE("a host copy inside a planning pass is refused like one while recording") {
+    CpuRuntime rt;
+    Tensor t = Tensor::from_floats({2}, {1.0f, 2.0f});
+    CHECK_THROWS_WITH_AS(plan_program(rt.ctx, "p", [&] { (void)t.to_floats(); }),
+                         doctest::Contains("while recording 'p'"), Error);
+    CHECK(t.to_floats() == std::vector<float>{1.0f, 2.0f});  // eager again afterwards
+  }
+
+  TEST_CASE("a plan whose offline placement packs tighter needs the placement's bytes, not the online best fit's") {
+    CpuRuntime rt;
+    const PlanResult p = plan_program(rt.ctx, "p", [] {
+      Tensor a = Tensor::empty({16}, DType::f32);  // 64 bytes at 0
+      Tensor b = Tensor::empty({32}, DType::f32);  // 128 bytes at 64
+      a = Tensor();                                // frees [0, 64): too small for c
+      Tensor c = Tensor::empty({32}, DType::f32);  // online: at 192, so 320 bytes
+    });
+    CHECK(p.arena_bytes == 320);
+    REQUIRE(p.placement);
+    CHECK(p.needed_bytes() == 256);  // offline: b at 0, c at 128, a at 128 (it dies before c is made)
+  }
+
+  TEST_CASE("context: nested begin, a CPU recording without a sink and a persistent buffer after the seal are refused") {
+    CpuRuntime rt;
+    rt.ctx.begin(Mode::plan, "outer");
+    CHECK_ERROR(rt.ctx.begin(Mode::plan, "inner"), "begin(plan, 'inner') while already in plan mode for 'outer'");
+    rt.ctx.end();
+    CHECK_ERROR(rt.ctx.begin(Mode::record, "loose"), "begin(record) on the CPU needs a sink for the kernel calls");
+    if (rt.ctx.mode() != Mode::eager) rt.ctx.abort_recording();
+    rt.ctx.seal();
+    CHECK_ERROR(Tensor::persistent({4}, DType::f32), "persistent allocation of 16 bytes by op");
   }
 }

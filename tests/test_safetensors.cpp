@@ -1,6 +1,6 @@
-// Safetensors reader/writer and the file helpers: byte-exact writer output, crafted bad files (every
-// validation message), conversions against hand-computed values (BOOL bytes other than 0/1 read
-// as 1), the golden files, atomic writes.
+// Safetensors reader/writer and the file helpers: byte-exact writer output (an aligned header unpadded),
+// crafted bad files (every validation message), conversions against hand-computed values (U8 above 127,
+// BOOL bytes other than 0/1 read as 1), the golden files, atomic writes.
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +15,9 @@
 using namespace dflash;
 using namespace dflash::test;
 namespace fs = std::filesystem;
+
+#define CHECK_ERROR(expr, text) \
+  CHECK_THROWS_WITH_AS(expr, doctest::Contains(doctest::String(std::string(text).c_str())), Error)
 
 namespace {
 
@@ -458,5 +461,27 @@ TEST_SUITE("safetensors") {
     msg = error_of([&] { read_file_bytes(dir / "missing.bin"); });
     CHECK(contains(msg, "cannot open '" + (dir / "missing.bin").string() + "': No such file or directory"));
     CHECK_THROWS_WITH_AS(read_file_bytes(dir / "sub"), doctest::Contains("it is a directory"), Error);
+  }
+
+  TEST_CASE("safetensors: U8 reads as ints 0..255; an aligned header gets no padding; a missing name lists six") {
+    TempDir dir("safetensors-u8");
+    std::vector<uint8_t> u = {0, 127, 128, 255};
+    const auto p = dir / "u.safetensors";
+    write_safetensors(p, {{"abcd", "U8", {4}, u.data()}});
+    CHECK(SafeTensors(p).read_ints("abcd") == std::vector<int32_t>{0, 127, 128, 255});
+    // This header is 56 bytes, a multiple of 8: the file is its length, it and the data, nothing between.
+    const std::string header = R"({"abcd":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+    REQUIRE(header.size() == 56);
+    const std::string bytes = read_raw(p);
+    REQUIRE(bytes.size() == 8 + 56 + 4);
+    CHECK(uint8_t(bytes[0]) == 56);
+    CHECK(bytes.substr(8, 56) == header);
+    CHECK(bytes.substr(64) == std::string("\x00\x7f\x80\xff", 4));
+
+    std::vector<SafeTensorsEntry> eight;
+    for (const char* n : {"h", "g", "f", "e", "d", "c", "b", "a"}) eight.push_back({n, "U8", {1}, u.data()});
+    write_safetensors(dir / "eight.safetensors", eight);
+    CHECK_ERROR(SafeTensors(dir / "eight.safetensors").info("zz"),
+                "tensor 'zz': no such tensor; the file has 8 tensors ('a', 'b', 'c', 'd', 'e', 'f', ...)");
   }
 }

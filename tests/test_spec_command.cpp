@@ -1,10 +1,11 @@
 // dflash-train spec on the golden case (tests/golden/dflash-spec): the printed figures (tau, micro
 // tau, SGLang's accept length, the histogram; the last line JSON), the timing figures from hand-made
-// per-prompt results, prompts from the eval data, stop ids from the target's eos_token_id or the
-// config, the export's block size, a wrong rollback caught by the lossless check, and every bad
-// input refused with one clear message.
+// per-prompt results, prompts from the eval data (sequences trained on from the start skipped), stop
+// ids from the target's eos_token_id or the config (below the vocabulary), the export's block size, a
+// wrong rollback caught by the lossless check, and every bad input refused with one clear message.
 #include <fstream>
 
+#include "data/data.h"
 #include "tests/spec_test_util.h"
 #include "tests/target_fixtures.h"
 #include "train/config.h"
@@ -269,6 +270,25 @@ TEST_SUITE("spec") {
       CHECK_ERROR(capture_spec(spec_config(tmp), o), "lossless check failed: " +
                                                          (golden_spec_dir() / "prompts.jsonl").string() + ":");
     }
+  }
+
+  TEST_CASE("spec: prompts from data skip sequences trained on from the start; stop ids must lie below the vocab") {
+    MemoryDataset data({{{1, 2, 3}, {0, 1, 1}}, {{4, 5}, {1, 1}}, {{6, 7}, {0, 0}}}, 10, "d.jsonl");
+    int64_t skipped = -1;
+    std::vector<SpecPrompt> prompts = spec_prompts_from_data(data, &skipped);
+    REQUIRE(prompts.size() == 1);
+    CHECK(prompts[0].ids == std::vector<int32_t>{1});
+    CHECK(prompts[0].where == "d.jsonl sequence 0");
+    CHECK(skipped == 2);
+
+    EvalConfig e;
+    e.spec_stop_token_ids = {9};
+    std::string source;
+    CHECK(spec_stop_ids(e, "unused", 10, &source) == std::vector<int32_t>{9});
+    CHECK(source == "eval.spec_stop_token_ids");
+    e.spec_stop_token_ids = {3, 10};
+    CHECK_ERROR(spec_stop_ids(e, "unused", 10, &source),
+                "eval.spec_stop_token_ids holds 10, outside the target's vocabulary [0, 10)");
   }
 }
 

@@ -1,8 +1,8 @@
 // Greedy speculative decoding on the CPU against the float64 golden case (tests/golden/dflash-spec):
 // every prompt's output, every round's drafts and acceptance lengths, the first round's drafter
-// logits, the stop-token example; the target-alone baseline (which stops at a stop id too); the
-// lossless check's reported position, margin and logit; the prompt-length bounds; recorded programs
-// against eager.
+// logits, the stop-token example; the target-alone baseline (which stops at a stop id too; its logits
+// and margins against its full forward); the lossless check's reported position, margin and logit;
+// the prompt-length and capacity bounds; the decode ops' refusals; recorded programs against eager.
 #include <sstream>
 
 #include "model/spec_ops.h"
@@ -175,6 +175,52 @@ TEST_SUITE("spec") {
             eager.decoder->decode(c.prompt, 20, {}, false).margins);
     }
   }
+
+  TEST_CASE("the target alone reports each new token's logit and top-2 margin: those of its full forward") {
+    CpuRuntime rt;
+    Target target(golden_dir() / "target-qwen3", {1, 2}, 64);
+    SpecDecoderOptions o;
+    o.max_len = 44;
+    o.prefill_chunk = 8;
+    SpecDecoder decoder(Device::cpu(), target, nullptr, o);
+    const std::vector<int32_t> prompt = random_ids(11, 320, 7);
+    const size_t n = prompt.size(), new_tokens = 12;
+    const Decoded d = decoder.decode(prompt, int64_t(new_tokens), {}, false);
+    REQUIRE(d.output.size() == n + new_tokens);
+    REQUIRE(d.margins.size() == new_tokens);
+    REQUIRE(d.logits.size() == new_tokens);
+    // New token k (the prefill's for k = 0, a step's after) is the argmax of the full forward's row n - 1 + k.
+    const int64_t L = int64_t(d.output.size()) - 1, V = 320;
+    const std::vector<float> logits =
+        target.logits(Tensor::from_ints({1, L}, std::vector<int32_t>(d.output.begin(), d.output.end() - 1))).to_floats();
+    for (size_t k = 0; k < new_tokens; ++k) {
+      CAPTURE(k);
+      const float* row = logits.data() + (n - 1 + k) * size_t(V);
+      int64_t best = 0;
+      for (int64_t v = 1; v < V; ++v) best = row[v] > row[best] ? v : best;
+      double second = -INFINITY;
+      for (int64_t v = 0; v < V; ++v) second = v != best ? std::max(second, double(row[v])) : second;
+      const double top = row[best], tol = 1e-4 * std::max(1.0, std::fabs(top));
+      CHECK(d.output[n + k] == best);
+      CHECK(std::fabs(d.logits[k] - top) <= tol);
+      CHECK(std::fabs(d.margins[k] - (top - second)) <= tol);
+      CHECK(top - second > 10 * tol);  // a clear argmax, so the chosen token is not a near tie
+    }
+  }
+
+  TEST_CASE("spec decoder: a block may end exactly at the capacity; max_new_tokens 0 is refused") {
+    CpuRuntime rt;
+    SpecDecoderOptions o;
+    o.max_len = 44;
+    o.prefill_chunk = 64;
+    o.graphs = false;
+    GoldenSpecModels m(Device::cpu(), o);
+    REQUIRE(m.drafter->spec().block_size == 4);
+    CHECK_NOTHROW(m.decoder->set_position(40));  // the block's positions 40..43 of 44
+    CHECK_NOTHROW(m.decoder->replay_round());
+    CHECK_ERROR(m.decoder->set_position(41), "set_position: 41 leaves no room for a block of 4 in the recorded capacity 44");
+    CHECK_ERROR(check_decode_prompt({1, 2}, 0, 10, 100, 0, "d"), "d: max_new_tokens is 0; it must be >= 1");
+  }
 }
 
 TEST_SUITE("spec") {
@@ -313,5 +359,25 @@ TEST_SUITE("spec") {
     CHECK_THROWS_WITH_AS(spec::accept(state, block, p, 0, Tensor::zeros({bs}, DType::i32)),
                          doctest::Contains(refusal.c_str()), Error);
     CHECK_NOTHROW(spec::accept(state, block, p, 0, Tensor::zeros({spec::kSpecRoundHeader + bs}, DType::i32)));
+  }
+
+  TEST_CASE("decode ops refuse a device scalar of several elements, rows of another size and an attention scale of 0") {
+    CpuRuntime rt;
+    Tensor dst = Tensor::zeros({4, 2}, DType::f32), src = Tensor::from_floats({2, 2}, {1, 2, 3, 4});
+    CHECK_ERROR(ops::copy_rows_(dst, Tensor::from_ints({2}, {0, 1}), src, Tensor(), 2, Tensor()),
+                "copy_rows: dst_at is i32[2] but must hold one i32 (shape [1])");
+    CHECK_ERROR(ops::arange_from(Tensor::from_ints({1, 2}, {3, 4}), 2), "base is i32[1,2] but must hold one i32");
+    CHECK_ERROR(ops::copy_rows_(dst, Tensor(), Tensor::from_floats({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor(), 1, Tensor()),
+                "copy_rows: the rows of dst f32[4,2] and src f32[2,3] differ in size");
+    ops::copy_rows_(dst, Tensor::from_ints({1}, {1}), src, Tensor(), 2, Tensor());
+    CHECK(dst.to_floats() == std::vector<float>{0, 0, 1, 2, 3, 4, 0, 0});
+    Tensor q = Tensor::from_floats({1, 1, 2}, {1, 0}), kc = Tensor::from_floats({2, 1, 2}, {1, 0, 0, 1});
+    Tensor pos = Tensor::from_ints({1}, {1});
+    CHECK_ERROR(ops::cached_attention(q, kc, kc, pos, 0.0f), "scale = 0; it must be finite and > 0");
+    // Scale 1: scores 1 and 0 over both cache rows, so out = (e, 1) / (e + 1).
+    const std::vector<float> out = ops::cached_attention(q, kc, kc, pos, 1.0f).to_floats();
+    const double e = std::exp(1.0);
+    CHECK(out[0] == doctest::Approx(e / (e + 1)).epsilon(1e-6));
+    CHECK(out[1] == doctest::Approx(1 / (e + 1)).epsilon(1e-6));
   }
 }

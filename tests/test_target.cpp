@@ -337,4 +337,13 @@ TEST_SUITE("target") {
       CHECK(widest > 0.99 * std * std::sqrt(3.0));  // uniform: draws reach the edges
     }
   }
+
+  TEST_CASE("causal_attention refuses k and v of another batch size, and a v that is not f32") {
+    CpuRuntime rt;
+    const Tensor q = randn({1, 8, 4, 16}, 1), k = randn({1, 8, 2, 16}, 2);
+    const Tensor k2 = randn({2, 8, 2, 16}, 3), v2 = randn({2, 8, 2, 16}, 4);
+    CHECK_ERROR(ops::causal_attention(q, k2, v2, 0.25f), "must be [B, S, nkv, hd] = [1, 8, nkv, 16]");
+    const Tensor v_int = Tensor::from_ints({1, 8, 2, 16}, std::vector<int32_t>(size_t(8 * 2 * 16), 1));
+    CHECK_ERROR(ops::causal_attention(q, k, v_int, 0.25f), "v is i32[1,8,2,16] but must be f32");
+  }
 }

@@ -1,5 +1,5 @@
 // The frozen target's refusals: unsupported configs by name, broken config.json keys, broken
-// weights (missing, misshapen, non-finite, biases, wrong dtype), bad shard indexes, bad arguments.
+// weights (missing, misshapen, non-finite, biases, wrong dtype, unexplained), bad shard indexes, bad arguments.
 #include "tests/target_fixtures.h"
 
 using namespace dflash;
@@ -225,5 +225,38 @@ TEST_SUITE("target") {
         {"tensor 'model.layers.0.mlp.up_proj.weight' is missing", "weight_map of"});
     broken([](const fs::path& d) { fs::remove(d / "model.safetensors.index.json"); },
            {"neither model.safetensors nor model.safetensors.index.json"});
+  }
+
+  TEST_CASE("target config: n_routed_experts is refused; rope_parameters' theta wins; a class name is no model_type") {
+    CpuRuntime rt;
+    TempDir tmp("state-target");
+    const fs::path qwen = make_target(tmp, "qwen");
+    auto edited = [&](const std::function<void(json&)>& edit) {
+      const fs::path copy = tmp / "copy";
+      fs::remove_all(copy);
+      fs::copy(qwen, copy);
+      edit_config(copy, edit);
+      return copy;
+    };
+    CHECK_ERROR(read_target_spec(edited([](json& j) { j["n_routed_experts"] = 8; })),
+                "a mixture of experts (n_routed_experts: 8) is not supported");
+    const TargetSpec s = read_target_spec(edited([](json& j) {
+      j["rope_theta"] = 10000.0;
+      j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+    }));
+    CHECK(s.rope_theta == 1e6);
+    CHECK_ERROR(read_target_spec(edited([](json& j) { j["model_type"] = "Qwen3ForCausalLM"; })),
+                "model_type \"Qwen3ForCausalLM\" is not supported");
+  }
+
+  TEST_CASE("target: ten unexplained tensors list eight and say 2 more") {
+    CpuRuntime rt;
+    TempDir tmp("target-extra");
+    const fs::path dir = make_target(tmp, "t");
+    edit_weights(dir, [](HostWeights& w) {
+      for (int i = 0; i < 10; ++i) w["model.extra" + std::to_string(i) + ".weight"] = w.at("model.norm.weight");
+    });
+    CHECK_ERROR(Target(dir, {1}, 16), "the weights hold 10 tensors that config.json does not explain: ");
+    CHECK_ERROR(Target(dir, {1}, 16), "'model.extra7.weight' (in 'model.safetensors'), and 2 more; fix:");
   }
 }

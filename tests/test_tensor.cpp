@@ -1,4 +1,11 @@
-// Tensor basics: dtypes, shapes, views, host copies and the mismatch messages; a context on a missing device.
+// Tensor basics: dtypes (bf16 and f16 NaN and infinity by IEEE bit patterns), shapes, views, host copies and
+// the mismatch messages; a context on a missing device.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/dtype.h"
+#include "runtime/error.h"
 #include "tests/test_util.h"
 #ifdef DFLASH_CUDA
 #include "runtime/cuda/cuda_backend.h"
@@ -6,6 +13,11 @@
 
 using namespace dflash;
 using namespace dflash::test;
+
+namespace {
+float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
+uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+}  // namespace
 
 TEST_SUITE("tensor") {
   TEST_CASE("a context on a CUDA device that is not there names what is visible and the way out") {
@@ -111,5 +123,55 @@ TEST_SUITE("tensor") {
     Tensor t = Tensor::empty({16}, DType::f32);
     Tensor u = Tensor::zeros({16}, DType::f32);
     CHECK(alloc_counters().total() - before == 2);
+  }
+
+  TEST_CASE("bf16 from f32: NaN stays NaN with the quiet bit set, infinity stays infinity, FLT_MAX rounds to it") {
+    CHECK(f32_to_bf16(from_bits(0x7f800001u)) == 0x7fc0);  // payload only in the dropped half
+    CHECK(f32_to_bf16(from_bits(0xff800001u)) == 0xffc0);
+    CHECK(f32_to_bf16(from_bits(0x7fa00000u)) == 0x7fe0);
+    CHECK(f32_to_bf16(from_bits(0x7f800000u)) == 0x7f80);  // +inf
+    CHECK(f32_to_bf16(from_bits(0xff800000u)) == 0xff80);  // -inf
+    CHECK(f32_to_bf16(from_bits(0x7f7fffffu)) == 0x7f80);  // FLT_MAX lies above bf16's max + half an ulp
+    CHECK(f32_to_bf16(from_bits(0x7f7f7fffu)) == 0x7f7f);  // just below the halfway point: bf16's max
+  }
+
+  TEST_CASE("f16 to f32: NaN stays NaN, infinities keep their sign") {
+    CHECK(bits_of(f16_to_f32(0x7e00)) == 0x7fc00000u);  // the quiet NaN
+    CHECK(std::isnan(f16_to_f32(0x7c01)));               // the smallest payload
+    CHECK(std::isnan(f16_to_f32(0xfe00)));
+    CHECK(bits_of(f16_to_f32(0xfc00)) == 0xff800000u);
+  }
+
+  TEST_CASE("shapes of different rank differ, even when one is the other's prefix") {
+    CHECK_FALSE(Shape{2, 3} == Shape{2, 3, 4});
+    CHECK(Shape{2, 3} != Shape{2, 3, 4});
+    CHECK_FALSE(Shape{} == Shape{5});
+    CHECK(Shape{2, 3} == Shape::of({2, 3}));
+    CpuRuntime rt;
+    Tensor t = Tensor::persistent({2, 3, 4}, DType::f32);
+    CHECK_THROWS_WITH_AS(check_shape("op", t, {2, 3}, "x"), doctest::Contains("[2,3,4]"), Error);
+  }
+
+  TEST_CASE("data<T>() of another dtype is refused, naming the tensor") {
+    CpuRuntime rt;
+    Tensor t = Tensor::from_floats({2}, {1.0f, 2.0f});
+    CHECK_THROWS_WITH_AS(t.data<int32_t>(), doctest::Contains("data<i32>() on f32[2]"), Error);
+    CHECK_THROWS_WITH_AS(t.data<uint16_t>(), doctest::Contains("read it with its own dtype"), Error);
+    CHECK(t.data<float>()[1] == 2.0f);
+  }
+
+  TEST_CASE("tensor host conversions: u8 values above 127 stay positive; item() of a bf16 scalar; a frozen leaf has no grad") {
+    CpuRuntime rt;
+    const uint8_t bytes[3] = {0, 200, 255};
+    CHECK(Tensor::from_host({3}, DType::u8, bytes).to_ints() == std::vector<int32_t>{0, 200, 255});
+    const uint16_t half = f32_to_bf16(-2.5f);
+    CHECK(Tensor::from_host({1}, DType::bf16, &half).item() == -2.5f);
+    CHECK(Tensor::from_ints({1}, {-7}).item() == -7.0f);
+    Tensor w = Tensor::from_floats({2}, {1.0f, 2.0f});
+    w.set_requires_grad(true);
+    CHECK(w.grad().defined());
+    w.set_requires_grad(false);
+    CHECK_FALSE(w.requires_grad());
+    CHECK_FALSE(w.grad().defined());
   }
 }
