@@ -1520,7 +1520,7 @@ mutant "spec prompts: a data sequence trained on from its first token gives an e
 mutant "spec stop ids: a stop id equal to the vocabulary size accepted" "-ts=spec -tc=spec*" \
   'DF_CHECK(id < vocab, "eval.spec_stop_token_ids holds "' \
   'DF_CHECK(id <= vocab, "eval.spec_stop_token_ids holds "'
-mutant "spec figures: a prompt without rounds counted in the macro tau" "-ts=spec-command,spec -tc=summarize_spec*" \
+mutant "spec figures: a prompt without rounds counted in the macro tau" "-ts=spec -tc=summarize_spec*" \
   '  f.tau = with_rounds ? tau_sum / double(with_rounds) : 0.0;' \
   '  f.tau = f.prompts ? tau_sum / double(f.prompts) : 0.0;'
 mutant "spec --output: finish says length after a stop token" "-ts=spec -tc=*--output*" \
