@@ -79,8 +79,9 @@ int bench_spec(const std::string& model, const std::vector<int64_t>& contexts, i
                bool profile = false);  // bench_spec.cpp
 int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int steps, bool cuda,
                  bool profile = false);
-// dflash-bench generate (apps/bench_generate.cpp): batched decoding's step at each batch and cache length.
+// dflash-bench generate (apps/bench_generate.cpp): batched decoding's step at each batch and cache length;
+// with profile (`dflash-bench profile --generate`), the per-op table of that step instead.
 int bench_generate(const std::string& model, const std::vector<int64_t>& batches, const std::vector<int64_t>& contexts,
-                   int steps, bool cuda);
+                   int steps, bool cuda, bool profile = false);
 
 }  // namespace dflash

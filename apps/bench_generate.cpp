@@ -2,7 +2,8 @@
 // real model's dims with random weights, for several batch sizes and cache lengths, against its
 // bandwidth floor: the step must read every weight once (the lm_head and every layer's projections)
 // and each slot's keys and values up to its length. Then one whole run of 2 x batch random
-// prompts (prefill included) for the tokens per second a user sees.
+// prompts (prefill included) for the tokens per second a user sees. With profile (`dflash-bench
+// profile --generate`): the decode step's per-op table at each batch and cache length instead.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "apps/bench.h"
+#include "runtime/profile.h"
 #include "model/batch_generator.h"
 #include "model/target.h"
 #include "runtime/context.h"
@@ -40,7 +42,7 @@ TargetSpec generate_bench_target(const std::string& name) {
 }  // namespace
 
 int bench_generate(const std::string& model, const std::vector<int64_t>& batches, const std::vector<int64_t>& contexts,
-                   int steps, bool cuda) {
+                   int steps, bool cuda, bool profile) {
   const Device dev = cuda ? Device::cuda(0) : Device::cpu();
   const TargetSpec ts = generate_bench_target(model);
   Context weights(dev);
@@ -57,17 +59,39 @@ int bench_generate(const std::string& model, const std::vector<int64_t>& batches
               "%.2f GB, keys and values %.1f KB a position\n",
               model.c_str(), int(ts.num_hidden_layers), (long long)ts.hidden_size, (long long)ts.vocab_size,
               dev.str().c_str(), weight_bytes / 1e9, kv_per_position / 1e3);
-  std::printf("%-7s %-8s %10s %12s %14s %14s\n", "batch", "context", "step ms", "tokens/s", "floor ms H100",
-              "% of floor");
+  if (!profile)
+    std::printf("%-7s %-8s %10s %12s %14s %14s\n", "batch", "context", "step ms", "tokens/s", "floor ms H100",
+                "% of floor");
   std::string json = "{\"bench\":\"generate\",\"model\":\"" + model + "\",\"steps\":[";
   bool first = true;
   const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
+  if (profile && cuda) profile_track_graph_nodes();
   for (int64_t batch : batches) {
+    ProfileLog log;  // this generator's programs only
     GenerateOptions o;
     o.slots = batch;
-    o.capacity = longest + int64_t(steps) + 72;
-    o.prefill_chunk = 512;
+    // Room for the replays past the longest length: the timed ones, or the profile's (3 warm-ups,
+    // then twice `steps`: one timed pass, one under CUPTI); each commits a token a slot.
+    o.capacity = longest + (profile ? 2 * int64_t(steps) + 3 : int64_t(steps)) + 72;
+    o.prefill_chunk = profile ? 64 : 512;
+    if (profile) o.profile = &log;
     BatchGenerator gen(dev, *target, o, available_memory_bytes(dev));
+    if (profile) {
+      bool ok = true;
+      for (int64_t L : contexts) {
+        char summary[160];
+        std::snprintf(summary, sizeof summary, "\"model\":\"%s\",\"batch\":%lld,\"context\":%lld", model.c_str(),
+                      (long long)batch, (long long)L);
+        gen.fill_slots_for_timing(L);
+        ok = profile_replays(gen.context(), log, cuda, {"generate/step"}, [&] { gen.replay_step(false); }, steps, 0.0,
+                             "profile: batched decode step, " + model + " batch " + std::to_string(batch) +
+                                 " at length " + std::to_string(L) + " on " + dev.str(),
+                             summary) &&
+             ok;
+      }
+      if (!ok) return 1;
+      continue;
+    }
     for (int64_t L : contexts) {
       gen.fill_slots_for_timing(L);
       gen.replay_step();  // warm-up
@@ -103,6 +127,7 @@ int bench_generate(const std::string& model, const std::vector<int64_t>& batches
     std::printf("  batch %lld, %zu prompts of %lld tokens, 64 new each (prefill included): %.2f s, %.0f tokens/s\n",
                 (long long)batch, requests.size(), (long long)contexts.front(), run_s, double(tokens) / run_s);
   }
+  if (profile) return 0;
   std::printf("(floor: the weights once and every slot's keys and values once per step, at the H100's 3.35 TB/s)\n");
   std::printf("%s]}\n", json.c_str());
   return 0;

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (cmd == "causal-attention") return bench_causal_attention(argc - 2, argv + 2);
     if (cmd == "multi") return bench_multi(std::vector<std::string>(argv + 2, argv + argc));
     int steps = 20, replays = 5;
-    bool cuda = false, checkpointing = true, online = false, target = false, spec = false;
+    bool cuda = false, checkpointing = true, online = false, target = false, spec = false, generate = false;
     std::vector<int64_t> seqs;
     std::string model = "small";
     std::vector<Bucket> buckets;
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> contexts, batches;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
-      if (cmd == "generate" && a.rfind("--batch=", 0) == 0) {
+      if ((cmd == "generate" || cmd == "profile") && a.rfind("--batch=", 0) == 0) {
         batches.push_back(std::stoll(a.substr(8)));
         continue;
       }
@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
       else if (a == "--online") online = true;
       else if (a == "--target") target = true;
       else if (a == "--spec") spec = true;
+      else if (a == "--generate") generate = true;
       else if (a.rfind("--seq=", 0) == 0) seqs.push_back(std::stoll(a.substr(6)));
       else if (a.rfind("--anchors=", 0) == 0) anchors = std::stoll(a.substr(10));
       else if (a.rfind("--heads=", 0) == 0) heads = std::stoll(a.substr(8));
@@ -216,6 +217,11 @@ int main(int argc, char** argv) {
     if (cmd == "profile" && spec) {
       if (contexts.empty()) contexts = {4096};
       return bench_spec(model, contexts, replays, cuda, true);
+    }
+    if (cmd == "profile" && generate) {
+      if (contexts.empty()) contexts = {768};
+      if (batches.empty()) batches = {32};
+      return bench_generate(model, batches, contexts, replays, cuda, true);
     }
     if (cmd == "profile" && target) {
       if (seqs.empty()) seqs = {4096};
@@ -265,6 +271,8 @@ int main(int argc, char** argv) {
                  "       dflash-bench profile --cuda --target [--seq=S ...] [--replays=N]   the same for the target's forward\n"
                  "       dflash-bench profile [--cuda] --spec [--model=qwen3-8b|small] [--context=N ...] [--replays=N]\n"
                  "                         the same for speculative decoding's target-alone step and one round\n"
+                 "       dflash-bench profile [--cuda] --generate [--model=qwen3-8b|small] [--batch=B ...] [--context=N ...]\n"
+                 "                         [--replays=N]   the batched decode step's per-op table at each batch and length\n"
                  "       dflash-bench gemms --cuda --model=small|qwen3-8b [--bucket=SEQ:ANCHORS ...] [--reps=20] [--candidates=16]\n"
                  "                         [--online] each GEMM shape of that step (--online: and of the target's forward):\n"
                  "                         cuBLAS's algorithm against cuBLASLt's candidates\n"

@@ -71,6 +71,7 @@ class BatchGenerator {
   const GenerateOptions& options() const { return opt_; }
   bool sampled() const { return opt_.temperature > 0; }
   const Engine* engine() const { return engine_.get(); }
+  Context& context() const { return *ctx_; }  // the stream and arena the programs replay on
   // Replays the decode step once over whatever the slots hold (timing: dflash-bench).
   void replay_step(bool wait = true);
   // Marks every slot active at `length` with token 0, for timing the decode step alone.

@@ -2,6 +2,7 @@
 // shape, the rows of one step add up to the FLOP formula of docs/MODEL.md, "FLOP counting" (computed
 // here from the drafter's dims) less the lm_head rows of each block's slot 0, which the drafter skips, and checkpointed layers recompute their GEMMs but not the attention.
 // The update row counts the optimizer's bytes; the online target's attention rows count its causal FLOP.
+// The decode steps (speculative and batched) are one token a row through every layer and the lm_head.
 // The table's rows average over replays, its shares count idle time, tracing's cost is per call.
 #include <cstdio>
 #include <filesystem>
@@ -193,6 +194,32 @@ TEST_SUITE("profile") {
     CHECK(attention_calls == 2 * L);  // one cached attention a layer
     CHECK(std::string(r.summary["pass"]) == "round");
     CHECK(int(r.summary["context"]) == 100);
+  }
+
+  TEST_CASE("dflash-bench profile --generate on the CPU: the batched step's GEMMs are one token a slot through every layer and the lm_head") {
+    // The small generate model: hidden 256, intermediate 768, 8 layers, 8/2 heads of 32, vocab 4096.
+    Run r = run_profile("--generate --model=small --batch=3 --batch=5 --context=20 --replays=2");
+    const double H = 256, I = 768, L = 8, q = 8 * 32, kv = 2 * 32, V = 4096;
+    const double per_token = L * 2 * (H * q + 2 * H * kv + q * H + 3 * H * I) + 2 * H * V;
+    // One table a batch; a GEMM's M is that batch, so the rows of the two tables add up to 3 + 5 tokens.
+    double flop = 0, attention_calls = 0, gemms_of[6] = {0, 0, 0, 0, 0, 0};
+    for (const nlohmann::json& row : r.rows) {
+      const std::string shape = row["shape"], op = row["op"];
+      CHECK(std::string(row["program"]) == "generate/step");
+      flop += double(row["flop"]);
+      if (shape.rfind("gemm ", 0) == 0) {
+        long long M = 0, N = 0, K = 0;
+        REQUIRE(std::sscanf(shape.c_str(), "gemm M=%lld N=%lld K=%lld", &M, &N, &K) == 3);
+        REQUIRE((M == 3 || M == 5));
+        gemms_of[M] += double(row["calls"]);
+      }
+      if (op == "slot_attention") attention_calls += double(row["calls"]);
+    }
+    CHECK(flop == doctest::Approx((3 + 5) * per_token).epsilon(1e-12));
+    CHECK(gemms_of[3] == gemms_of[5]);  // the same program at both batches
+    CHECK(attention_calls == 2 * L);     // one slot attention a layer, in each table
+    CHECK(int(r.summary["batch"]) == 5);
+    CHECK(int(r.summary["context"]) == 20);
   }
 
   TEST_CASE("dflash-bench profile refuses an unknown model with the choices") {
