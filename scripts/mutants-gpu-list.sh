@@ -232,11 +232,20 @@ mutant "GPU slot attention: a row sees its keys up to pos - 1, not pos" "-ts=gpu
   'int64_t last = a.pos[i] < G.C ? a.pos[i] : G.C - 1;' \
   'int64_t last = a.pos[i] < G.C ? a.pos[i] - 1 : G.C - 1;'
 mutant "GPU slot attention: every kv head's CTA loads the first group's query heads" "-ts=gpu-generate -tc=slot?attention*" \
-  'sQ[e] = d < hd ? load(a.q, a.bf16, (i * G.nh + g * G.group + r) * hd + d) : 0.0f;' \
-  'sQ[e] = d < hd ? load(a.q, a.bf16, (i * G.nh + r) * hd + d) : 0.0f;'
+  'const int64_t hd = G.hd, s = a.slot[i], head0 = g * G.group + chunk * GW;' \
+  'const int64_t hd = G.hd, s = a.slot[i], head0 = chunk * GW;'
+mutant "GPU slot attention: the reduce-scatter keeps a lane's own partial sums" "-ts=gpu-generate -tc=slot?attention*" \
+  'x[t] = keep + __shfl_xor_sync(0xffffffffu, send, O);' \
+  'x[t] = keep;'
+mutant "GPU slot attention: keys past a block's end keep their scores" "-ts=gpu-generate -tc=slot?attention*" \
+  'const float sc = t0 + (lane / R) % KB < k1 ? x[0] : -INFINITY;' \
+  'const float sc = x[0];'
 mutant "GPU slot attention: the merge adds each slice's output without its max's scale" "-ts=gpu-generate -tc=slot?attention*" \
   'if (ms != -INFINITY) o += a.partial_o[(s * plane + ih) * G.hd + d] * __expf(ms - M);' \
   'if (ms != -INFINITY) o += a.partial_o[(s * plane + ih) * G.hd + d];'
+mutant "GPU slot attention: the warps' outputs merged without their maxes' scales" "-ts=gpu-generate -tc=slot?attention*" \
+  'O = fmaf(sO[w][h][d], f, O);' \
+  'O += sO[w][h][d];'
 mutant "GPU scatter: every slot's rows written into slot 0" "-ts=gpu-generate -tc=slot?attention*" \
   'return s >= 0 && s < S && p >= 0 && p < C ? s * C + p : -1;' \
   'return s >= 0 && s < S && p >= 0 && p < C ? p : -1;'
