@@ -859,9 +859,9 @@ mutant "concat: the dims after the concatenated one are not compared" "-ts=ops -
 mutant "decode ops: a device scalar of several elements accepted" "-ts=spec" \
   'DF_CHECK(t.numel() == 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");' \
   'DF_CHECK(t.numel() >= 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");'
-mutant "cached attention: a scale of 0 accepted" "-ts=spec" \
-  'DF_CHECK(std::isfinite(scale) && scale > 0.0f, kOp' \
-  'DF_CHECK(std::isfinite(scale) && scale >= 0.0f, kOp'
+mutant "cached and slot attention: a scale of 0 accepted" "-ts=spec" \
+  'DF_CHECK(std::isfinite(scale) && scale > 0.0f, op' \
+  'DF_CHECK(std::isfinite(scale) && scale >= 0.0f, op'
 mutant "copy_rows: dst and src rows of different sizes accepted" "-ts=spec" \
   'DF_CHECK(src_rows > 0 && row_bytes == src.nbytes() / size_t(src_rows),' \
   'DF_CHECK(src_rows > 0,'
