@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "model/generate_ops.h"
+#include "model/prompt_check.h"
 #include "model/spec_ops.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
@@ -19,22 +20,14 @@ using generate::kGenerateSlotFields;
 
 void check_generate_request(const std::vector<int32_t>& prompt, int64_t max_new, int64_t vocab, int64_t capacity,
                             int64_t max_positions, const std::string& where) {
-  DF_CHECK(!prompt.empty(), where << ": prompt_ids is empty; fix: give every request at least one token (the chat "
-                                     "template applied), or drop the line");
-  for (size_t i = 0; i < prompt.size(); ++i)
-    DF_CHECK(prompt[i] >= 0 && prompt[i] < vocab, where << ": prompt_ids holds " << prompt[i] << " at position " << i
-                                                        << ", outside the target's vocabulary [0, " << vocab
-                                                        << "); fix: tokenize with the target's tokenizer");
-  DF_CHECK(max_new > 0, where << ": max_new_tokens is " << max_new << "; it must be >= 1");
-  const int64_t need = int64_t(prompt.size()) + max_new;
-  DF_CHECK(max_positions < 1 || need <= max_positions,
-           where << ": the prompt's " << prompt.size() << " tokens plus max_new_tokens " << max_new << " = " << need
-                 << " positions, beyond the target's max_position_embeddings " << max_positions
-                 << "; fix: shorten the prompt or lower --max-new-tokens");
-  DF_CHECK(need <= capacity, where << ": the prompt's " << prompt.size() << " tokens plus max_new_tokens " << max_new
-                                   << " = " << need << " positions, beyond the " << capacity
-                                   << " of each slot's KV cache; fix: raise generate.max_length (0 sizes it to the "
-                                      "longest prompt), shorten the prompt or lower --max-new-tokens");
+  check_prompt(prompt, max_new, vocab, capacity, max_positions, where,
+               {.empty = "prompt_ids is empty; fix: give every request at least one token (the chat template "
+                         "applied), or drop the line",
+                .token = "prompt_ids holds ",
+                .outside = ", outside",
+                .max_new = "--max-new-tokens",
+                .capacity = " of each slot's KV cache; fix: raise generate.max_length (0 sizes it to the longest "
+                            "prompt), shorten the prompt or lower --max-new-tokens"});
 }
 
 BatchGenerator::BatchGenerator(Device device, const Target& target, const GenerateOptions& o, size_t available_bytes)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "model/prompt_check.h"
 #include "model/spec_ops.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
@@ -25,21 +26,13 @@ float from_bits(int32_t b) {
 
 void check_decode_prompt(const std::vector<int32_t>& prompt, int64_t max_new, int64_t vocab, int64_t max_len,
                          int64_t max_positions, const std::string& where) {
-  DF_CHECK(!prompt.empty(), where << ": the prompt is empty; decoding needs at least one token");
-  for (size_t i = 0; i < prompt.size(); ++i)
-    DF_CHECK(prompt[i] >= 0 && prompt[i] < vocab, where << ": token " << prompt[i] << " at position " << i
-                                                        << " is outside the target's vocabulary [0, " << vocab
-                                                        << "); fix: tokenize with the target's tokenizer");
-  DF_CHECK(max_new >= 1, where << ": max_new_tokens is " << max_new << "; it must be >= 1");
-  const int64_t need = int64_t(prompt.size()) + max_new;
-  DF_CHECK(max_positions <= 0 || need <= max_positions,
-           where << ": the prompt's " << prompt.size() << " tokens plus max_new_tokens " << max_new << " = " << need
-                 << " positions, beyond the target's max_position_embeddings " << max_positions
-                 << "; fix: shorten the prompt or lower max_new_tokens");
-  DF_CHECK(need <= max_len, where << ": the prompt's " << prompt.size() << " tokens plus max_new_tokens " << max_new
-                                  << " = " << need << " positions, beyond the " << max_len
-                                  << " the decoder's KV caches were recorded for; fix: shorten the prompt, lower "
-                                     "max_new_tokens, or build the decoder for longer prompts");
+  check_prompt(prompt, max_new, vocab, max_len, max_positions, where,
+               {.empty = "the prompt is empty; decoding needs at least one token",
+                .token = "token ",
+                .outside = " is outside",
+                .max_new = "max_new_tokens",
+                .capacity = " the decoder's KV caches were recorded for; fix: shorten the prompt, lower "
+                            "max_new_tokens, or build the decoder for longer prompts"});
 }
 
 int64_t round_produced(const std::vector<int32_t>& committed, int64_t budget, const std::vector<int32_t>& stop_ids,

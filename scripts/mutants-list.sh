@@ -605,6 +605,13 @@ mutant "target config: a top-level rope_theta wins over rope_parameters.rope_the
 mutant "target config: a class name given as model_type accepted" "-ts=target -tc=target?config*" \
   'if (name == "qwen3" || (!model_type && name == "Qwen3ForCausalLM")) arch = TargetArch::qwen3;' \
   'if (name == "qwen3" || name == "Qwen3ForCausalLM") arch = TargetArch::qwen3;'
+# --- model/prompt_check.cpp ---
+mutant "prompt check: prompt + max_new equal to max_position_embeddings refused" "-tc=*check_decode_prompt:?prompt*" \
+  'DF_CHECK(max_positions <= 0 || need <= max_positions,' \
+  'DF_CHECK(max_positions <= 0 || need < max_positions,'
+mutant "prompt check: max_new_tokens 0 accepted (a decode that generates nothing)" "-ts=spec -tc=spec?decoder*" \
+  'DF_CHECK(max_new >= 1, where << ": max_new_tokens is " << max_new << "; it must be >= 1");' \
+  'DF_CHECK(max_new >= 0, where << ": max_new_tokens is " << max_new << "; it must be >= 1");'
 # --- model/spec_decoder.cpp ---
 mutant "the decoder's programs are recorded without the profiler's labels" "-ts=profile" \
   'ctx_->attach_profile(o.profile);' \
@@ -612,18 +619,12 @@ mutant "the decoder's programs are recorded without the profiler's labels" "-ts=
 mutant "the target-alone baseline decodes past a stop token" "-tc=*golden?stop-token?example*" \
   'while (int64_t(d.output.size()) < end && !is_stop(d.output.back())) {' \
   'while (int64_t(d.output.size()) < end) {'
-mutant "decode refuses prompt + max_new equal to max_position_embeddings" "-tc=*check_decode_prompt:?prompt*" \
-  'DF_CHECK(max_positions <= 0 || need <= max_positions,' \
-  'DF_CHECK(max_positions <= 0 || need < max_positions,'
 mutant "spec decoder: set_position refuses a block that ends exactly at the capacity" "-ts=spec -tc=spec?decoder*" \
   'DF_CHECK(position >= 1 && position + block_size() <= opt_.max_len,' \
   'DF_CHECK(position >= 1 && position + block_size() < opt_.max_len,'
 mutant "spec decoder: a short prefill chunk commits the argmax of the chunk's last slot, not its last real row" "-ts=spec" \
   'ctl = {int32_t(c), int32_t(c - 1)};' \
   'ctl = {int32_t(c), int32_t(P - 1)};'
-mutant "check_decode_prompt: max_new_tokens 0 accepted (a decode that generates nothing)" "-ts=spec -tc=spec?decoder*" \
-  'DF_CHECK(max_new >= 1, where << ": max_new_tokens is " << max_new << "; it must be >= 1");' \
-  'DF_CHECK(max_new >= 0, where << ": max_new_tokens is " << max_new << "; it must be >= 1");'
 mutant "spec decoder: a round runs at start = n + max_new - 1, past the reference's last" "-ts=spec -tc=the?golden?case*" \
   'while (start + 1 < end && !stopped) {' \
   'while (start < end && !stopped) {'
@@ -859,9 +860,9 @@ mutant "concat: the dims after the concatenated one are not compared" "-ts=ops -
 mutant "decode ops: a device scalar of several elements accepted" "-ts=spec" \
   'DF_CHECK(t.numel() == 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");' \
   'DF_CHECK(t.numel() >= 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");'
-mutant "cached attention: a scale of 0 accepted" "-ts=spec" \
-  'DF_CHECK(std::isfinite(scale) && scale > 0.0f, kOp' \
-  'DF_CHECK(std::isfinite(scale) && scale >= 0.0f, kOp'
+mutant "cached and slot attention: a scale of 0 accepted" "-ts=spec" \
+  'DF_CHECK(std::isfinite(scale) && scale > 0.0f, op' \
+  'DF_CHECK(std::isfinite(scale) && scale >= 0.0f, op'
 mutant "copy_rows: dst and src rows of different sizes accepted" "-ts=spec" \
   'DF_CHECK(src_rows > 0 && row_bytes == src.nbytes() / size_t(src_rows),' \
   'DF_CHECK(src_rows > 0,'

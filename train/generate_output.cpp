@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -16,6 +15,7 @@
 #include "runtime/fileio.h"
 #include "runtime/splitmix.h"
 #include "train/data_fingerprint.h"
+#include "train/jsonl_lines.h"
 
 namespace dflash {
 
@@ -43,22 +43,9 @@ struct LockedFd {
 std::vector<GeneratePrompt> read_generate_prompts(const fs::path& file) {
   const std::string fix = "fix: write one {\"id\": ..., \"prompt_ids\": [...]} per line (dflash-data prepare "
                           "--generate-prompts writes them)";
-  std::error_code ec;
-  DF_CHECK(fs::is_regular_file(file, ec), "--prompts " << file.string() << " not found; " << fix);
-  std::ifstream in(file);
-  DF_CHECK(in, "--prompts " << file.string() << " cannot be read; check its permissions");
   std::vector<GeneratePrompt> out;
   std::map<std::string, std::string> seen;  // id key -> where
-  std::string line;
-  for (int64_t no = 1; std::getline(in, line); ++no) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = file.string() + ":" + std::to_string(no);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      DF_FAIL(where << ": not valid JSON (" << e.what() << "); " << fix);
-    }
+  read_json_lines(file, "--prompts", fix, [&](const json& j, const std::string& where) {
     DF_CHECK(j.is_object() && j.contains("id") && j.contains("prompt_ids") && j["prompt_ids"].is_array(),
              where << ": needs \"id\" and a \"prompt_ids\" array; " << fix);
     const json& id = j["id"];
@@ -75,7 +62,7 @@ std::vector<GeneratePrompt> read_generate_prompts(const fs::path& file) {
                           << "); each prompt needs its own id: the output names records by it and a rerun skips "
                              "the ids already written; fix: make the ids unique");
     out.push_back(std::move(p));
-  }
+  });
   DF_CHECK(!out.empty(), "--prompts " << file.string() << " holds no prompt; " << fix);
   return out;
 }

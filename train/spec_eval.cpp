@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "model/stop_tokens.h"
 #include "runtime/splitmix.h"
 #include "runtime/error.h"
+#include "train/jsonl_lines.h"
 
 namespace dflash {
 
@@ -16,24 +16,11 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::vector<SpecPrompt> read_spec_prompts(const fs::path& file) {
-  std::error_code ec;
-  DF_CHECK(fs::is_regular_file(file, ec), "prompts file " << file.string() << " not found; fix: pass a JSONL file "
-                                                          << "with one {\"input_ids\": [...]} per line");
-  std::ifstream in(file);
-  DF_CHECK(in, "prompts file " << file.string() << " cannot be read; check its permissions");
+  const std::string fix = "fix: write one {\"input_ids\": [...]} per line";
   std::vector<SpecPrompt> out;
-  std::string line;
-  for (int64_t no = 1; std::getline(in, line); ++no) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = file.string() + ":" + std::to_string(no);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      DF_FAIL(where << ": not valid JSON (" << e.what() << "); fix: write one {\"input_ids\": [...]} per line");
-    }
+  read_json_lines(file, "prompts file", fix, [&](const json& j, const std::string& where) {
     DF_CHECK(j.is_object() && j.contains("input_ids") && j["input_ids"].is_array(),
-             where << ": no \"input_ids\" array; fix: write one {\"input_ids\": [...]} per line");
+             where << ": no \"input_ids\" array; " << fix);
     SpecPrompt p{{}, where};
     for (const json& v : j["input_ids"]) {
       DF_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX,
@@ -49,7 +36,7 @@ std::vector<SpecPrompt> read_spec_prompts(const fs::path& file) {
       p.ids.resize(cut);
     }
     out.push_back(std::move(p));
-  }
+  });
   DF_CHECK(!out.empty(), "prompts file " << file.string() << " holds no prompt; fix: one {\"input_ids\": [...]} per line");
   return out;
 }

@@ -17,47 +17,49 @@ void linear_rows_f32(const float* x, const float* w, float* y, int64_t M, int64_
   }
 }
 
-// Per (row, head): keys in tiles of 64; each tile's scores, its max, the running max and sum
-// rescaled, exp, and out += P V. The same order for every row, whatever n.
-void cached_attention_forward(const float* q, const float* k, const float* v, const int32_t* pos0,
-                              const CachedAttentionDims& d, float* out) {
+// Keys in tiles of 64; each tile's scores, its max, the running max and sum rescaled, exp, and
+// out += P V.
+void cached_attention_row(const float* qr, const float* kh, const float* vh, int64_t last, int64_t kv_stride,
+                          int64_t hd, float scale, float* o) {
   constexpr int64_t kTile = 64;
-  const int64_t group = d.nh / d.nkv, hd = d.hd, kv_stride = d.nkv * hd;
   float scores[kTile];
   float acc[kCachedAttentionMaxHeadDim];
+  float row_max = -INFINITY, row_sum = 0.0f;
+  for (int64_t e = 0; e < hd; ++e) acc[e] = 0.0f;
+  for (int64_t j0 = 0; j0 <= last; j0 += kTile) {
+    const int64_t m = (last + 1 - j0) < kTile ? (last + 1 - j0) : kTile;
+    float mx = row_max;
+    for (int64_t j = 0; j < m; ++j) {
+      scores[j] = scale * dot8(qr, kh + (j0 + j) * kv_stride, hd);
+      mx = scores[j] > mx ? scores[j] : mx;
+    }
+    const float correction = std::exp(row_max - mx);  // 0 before the first tile
+    row_sum *= correction;
+    for (int64_t e = 0; e < hd; ++e) acc[e] *= correction;
+    for (int64_t j = 0; j < m; ++j) {
+      const float p = std::exp(scores[j] - mx);
+      row_sum += p;
+      const float* vr = vh + (j0 + j) * kv_stride;
+      for (int64_t e = 0; e < hd; ++e) acc[e] += p * vr[e];
+    }
+    row_max = mx;
+  }
+  // last >= 0, so key 0 is seen and row_sum >= 1.
+  const float inv = 1.0f / row_sum;
+  for (int64_t e = 0; e < hd; ++e) o[e] = acc[e] * inv;
+}
+
+// Per (row, head), one cached_attention_row: the same order for every row, whatever n.
+void cached_attention_forward(const float* q, const float* k, const float* v, const int32_t* pos0,
+                              const CachedAttentionDims& d, float* out) {
+  const int64_t group = d.nh / d.nkv, hd = d.hd, kv_stride = d.nkv * hd;
   const int64_t base = pos0[0];
   for (int64_t i = 0; i < d.n; ++i) {
-    int64_t last = base + i;  // the row's position: it sees keys 0..last
+    int64_t last = base + i;  // the row's position: it sees keys 0..last (pos0 >= 0, so last >= 0)
     if (last > d.C - 1) last = d.C - 1;
-    for (int64_t h = 0; h < d.nh; ++h) {
-      const float* qr = q + (i * d.nh + h) * hd;
-      float* o = out + (i * d.nh + h) * hd;
-      const float* kh = k + (h / group) * hd;
-      const float* vh = v + (h / group) * hd;
-      float row_max = -INFINITY, row_sum = 0.0f;
-      for (int64_t e = 0; e < hd; ++e) acc[e] = 0.0f;
-      for (int64_t j0 = 0; j0 <= last; j0 += kTile) {
-        const int64_t m = (last + 1 - j0) < kTile ? (last + 1 - j0) : kTile;
-        float mx = row_max;
-        for (int64_t j = 0; j < m; ++j) {
-          scores[j] = d.scale * dot8(qr, kh + (j0 + j) * kv_stride, hd);
-          mx = scores[j] > mx ? scores[j] : mx;
-        }
-        const float correction = std::exp(row_max - mx);  // 0 before the first tile
-        row_sum *= correction;
-        for (int64_t e = 0; e < hd; ++e) acc[e] *= correction;
-        for (int64_t j = 0; j < m; ++j) {
-          const float p = std::exp(scores[j] - mx);
-          row_sum += p;
-          const float* vr = vh + (j0 + j) * kv_stride;
-          for (int64_t e = 0; e < hd; ++e) acc[e] += p * vr[e];
-        }
-        row_max = mx;
-      }
-      // last >= 0 always holds (pos0 >= 0), so key 0 is seen and row_sum >= 1.
-      const float inv = 1.0f / row_sum;
-      for (int64_t e = 0; e < hd; ++e) o[e] = acc[e] * inv;
-    }
+    for (int64_t h = 0; h < d.nh; ++h)
+      cached_attention_row(q + (i * d.nh + h) * hd, k + (h / group) * hd, v + (h / group) * hd, last, kv_stride, hd,
+                           d.scale, out + (i * d.nh + h) * hd);
   }
 }
 

@@ -37,6 +37,13 @@ inline constexpr int64_t kCachedAttentionMaxHeadDim = 256;
 void cached_attention_forward(const float* q, const float* k, const float* v, const int32_t* pos0,
                               const CachedAttentionDims& d, float* out);
 
+// One (row, head) of cached attention, and of slot attention (generate_kernels.h): o [hd] =
+// softmax(scale * K qr) V over keys 0..last (last >= 0, hd <= kCachedAttentionMaxHeadDim), one
+// online softmax over the keys in order; key j's k row is kh + j * kv_stride, its v row
+// vh + j * kv_stride. The instruction sequence depends on last and hd only.
+void cached_attention_row(const float* qr, const float* kh, const float* vh, int64_t last, int64_t kv_stride,
+                          int64_t hd, float scale, float* o);
+
 // dst row (dst_at[0] + r) = src row (src_at[0] + r) for r < min(n, count[0]); a null offset is 0,
 // a null count is n. Rows that fall outside [0, dst_rows) or [0, src_rows) are skipped.
 void copy_rows(void* dst, int64_t dst_rows, const int32_t* dst_at, const void* src, int64_t src_rows,

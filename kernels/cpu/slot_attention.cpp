@@ -1,7 +1,6 @@
 // CPU kernels of the slot KV cache (kernels/cpu/generate_kernels.h): attention of rows that each
 // read their own slot up to their own position, the scatter of new keys and values into their
 // slots, and the gather of chosen rows.
-#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/decode_kernels.h"
@@ -9,14 +8,11 @@
 
 namespace dflash::kernels::cpu {
 
-// Per (row, head): keys in tiles of 64; each tile's scores, its max, the running max and sum
-// rescaled, exp, and out += P V. The same order for every row, whatever n, its slot or the others.
+// Per (row, head), one cached_attention_row over the row's slot: the same order for every row,
+// whatever n, its slot or the others.
 void slot_attention_forward(const float* q, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
                             const SlotAttentionDims& d, float* out) {
-  constexpr int64_t kTile = 64;
   const int64_t group = d.nh / d.nkv, hd = d.hd, kv_stride = d.nkv * hd, slot_stride = d.C * kv_stride;
-  float scores[kTile];
-  float acc[kCachedAttentionMaxHeadDim];
   for (int64_t i = 0; i < d.n; ++i) {
     const int64_t s = slot[i];
     int64_t last = pos[i];  // the row's position: it sees keys 0..last
@@ -26,33 +22,9 @@ void slot_attention_forward(const float* q, const float* k, const float* v, cons
       continue;
     }
     for (int64_t h = 0; h < d.nh; ++h) {
-      const float* qr = q + (i * d.nh + h) * hd;
-      float* o = out + (i * d.nh + h) * hd;
       const float* kh = k + s * slot_stride + (h / group) * hd;
       const float* vh = v + s * slot_stride + (h / group) * hd;
-      float row_max = -INFINITY, row_sum = 0.0f;
-      for (int64_t e = 0; e < hd; ++e) acc[e] = 0.0f;
-      for (int64_t j0 = 0; j0 <= last; j0 += kTile) {
-        const int64_t m = (last + 1 - j0) < kTile ? (last + 1 - j0) : kTile;
-        float mx = row_max;
-        for (int64_t j = 0; j < m; ++j) {
-          scores[j] = d.scale * dot8(qr, kh + (j0 + j) * kv_stride, hd);
-          mx = scores[j] > mx ? scores[j] : mx;
-        }
-        const float correction = std::exp(row_max - mx);  // 0 before the first tile
-        row_sum = row_sum * correction;
-        for (int64_t e = 0; e < hd; ++e) acc[e] *= correction;
-        for (int64_t j = 0; j < m; ++j) {
-          const float p = std::exp(scores[j] - mx);
-          row_sum += p;
-          const float* vr = vh + (j0 + j) * kv_stride;
-          for (int64_t e = 0; e < hd; ++e) acc[e] += p * vr[e];
-        }
-        row_max = mx;
-      }
-      // last >= 0, so key 0 is seen and row_sum >= 1.
-      const float inv = 1.0f / row_sum;
-      for (int64_t e = 0; e < hd; ++e) o[e] = acc[e] * inv;
+      cached_attention_row(q + (i * d.nh + h) * hd, kh, vh, last, kv_stride, hd, d.scale, out + (i * d.nh + h) * hd);
     }
   }
 }

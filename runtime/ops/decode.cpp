@@ -1,10 +1,12 @@
-// The decode-path ops (runtime/decode_ops.h): argument checks and kernel calls, CPU or CUDA.
+// The decode-path ops (runtime/decode_ops.h): argument checks and kernel calls, CPU or CUDA; and the
+// checks the slot-cache ops share with them (runtime/ops/decode_checks.h).
 #include "runtime/decode_ops.h"
 
 #include <cmath>
 
 #include "kernels/cpu/decode_kernels.h"
 #include "runtime/ops/common.h"
+#include "runtime/ops/decode_checks.h"
 #ifdef DFLASH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/decode_kernels.h"
@@ -13,12 +15,32 @@
 namespace dflash::ops {
 using namespace detail;
 
-namespace {
-
-void refuse_grad(const char* op, std::initializer_list<const Tensor*> ts) {
+void detail::refuse_grad(const char* op, std::initializer_list<const Tensor*> ts) {
   DF_CHECK(!needs_grad(ts), op << ": an input requires grad, but " << op
                                << " has no backward (it serves decoding); run it under NoGrad");
 }
+
+void detail::check_cache_attention(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                   float scale) {
+  const int64_t nh = q.dim(1), hd = q.dim(2), nkv = k_cache.dim(k_cache.ndim() - 2), khd = k_cache.shape().last();
+  DF_CHECK(khd == hd, op << ": k_cache " << k_cache.describe() << " has head dim " << khd << " but q " << q.describe()
+                         << " has " << hd);
+  DF_CHECK(hd >= 1 && hd <= kernels::cpu::kCachedAttentionMaxHeadDim,
+           op << ": head dim " << hd << " must be in [1, " << kernels::cpu::kCachedAttentionMaxHeadDim << "]");
+  DF_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0,
+           op << ": " << nh << " query heads and " << nkv
+              << " kv heads; the query heads must be a positive multiple of the kv heads");
+  // nkv and hd are >= 1 here, so the cache has rows when every leading dim is >= 1.
+  DF_CHECK(k_cache.numel() >= 1, op << ": the cache " << k_cache.describe() << " has no rows");
+  DF_CHECK(std::isfinite(scale) && scale > 0.0f, op << ": scale = " << scale << "; it must be finite and > 0");
+  check_float_dtype(op, q, "q");
+  DF_CHECK(k_cache.dtype() == q.dtype() && v_cache.dtype() == q.dtype(),
+           op << ": q " << q.describe() << ", k_cache " << k_cache.describe() << " and v_cache " << v_cache.describe()
+              << " must share one dtype");
+  refuse_grad(op, {&q, &k_cache, &v_cache});
+}
+
+namespace {
 
 // An i32 [1] device scalar, or undefined when optional.
 void check_scalar(const char* op, const Tensor& t, const char* role, bool optional) {
@@ -83,20 +105,7 @@ Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
   DF_CHECK(v_cache.shape() == k_cache.shape(),
            kOp << ": v_cache " << v_cache.describe() << " must have k_cache's shape " << k_cache.shape().str());
   const int64_t n = q.dim(0), nh = q.dim(1), hd = q.dim(2), C = k_cache.dim(0), nkv = k_cache.dim(1);
-  DF_CHECK(k_cache.dim(2) == hd, kOp << ": k_cache " << k_cache.describe() << " has head dim " << k_cache.dim(2)
-                                     << " but q " << q.describe() << " has " << hd);
-  DF_CHECK(hd >= 1 && hd <= kernels::cpu::kCachedAttentionMaxHeadDim,
-           kOp << ": head dim " << hd << " must be in [1, " << kernels::cpu::kCachedAttentionMaxHeadDim << "]");
-  DF_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0,
-           kOp << ": " << nh << " query heads and " << nkv
-               << " kv heads; the query heads must be a positive multiple of the kv heads");
-  DF_CHECK(C >= 1, kOp << ": the cache " << k_cache.describe() << " has no rows");
-  DF_CHECK(std::isfinite(scale) && scale > 0.0f, kOp << ": scale = " << scale << "; it must be finite and > 0");
-  check_float_dtype(kOp, q, "q");
-  DF_CHECK(k_cache.dtype() == q.dtype() && v_cache.dtype() == q.dtype(),
-           kOp << ": q " << q.describe() << ", k_cache " << k_cache.describe() << " and v_cache "
-               << v_cache.describe() << " must share one dtype");
-  refuse_grad(kOp, {&q, &k_cache, &v_cache});
+  check_cache_attention(kOp, q, k_cache, v_cache, scale);
   Tensor out = Tensor::empty({n, nh, hd}, q.dtype());  // (n, nh, hd)
   if (on_cpu()) {
     const kernels::cpu::CachedAttentionDims d{n, nh, nkv, hd, C, scale};

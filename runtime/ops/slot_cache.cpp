@@ -1,24 +1,17 @@
 // The slot-KV-cache ops of batched decoding (runtime/decode_ops.h): argument checks and kernel
 // calls, CPU or CUDA.
-#include "kernels/cpu/decode_kernels.h"
 #include "kernels/cpu/generate_kernels.h"
 #include "runtime/decode_ops.h"
 #include "runtime/ops/common.h"
+#include "runtime/ops/decode_checks.h"
 #ifdef DFLASH_CUDA
 #include "kernels/cuda/generate_kernels.h"
 #endif
-
-#include <cmath>
 
 namespace dflash::ops {
 using namespace detail;
 
 namespace {
-
-void refuse_grad(const char* op, std::initializer_list<const Tensor*> ts) {
-  DF_CHECK(!needs_grad(ts), op << ": an input requires grad, but " << op
-                               << " has no backward (it serves decoding); run it under NoGrad");
-}
 
 // An i32 [n] index tensor on the device.
 void check_index(const char* op, const Tensor& t, int64_t n, const char* role) {
@@ -43,20 +36,7 @@ Tensor slot_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const int64_t S = k_cache.dim(0), C = k_cache.dim(1), nkv = k_cache.dim(2);
   check_index(kOp, slot, n, "slot");
   check_index(kOp, pos, n, "pos");
-  DF_CHECK(k_cache.dim(3) == hd, kOp << ": k_cache " << k_cache.describe() << " has head dim " << k_cache.dim(3)
-                                     << " but q " << q.describe() << " has " << hd);
-  DF_CHECK(hd >= 1 && hd <= kernels::cpu::kCachedAttentionMaxHeadDim,
-           kOp << ": head dim " << hd << " must be in [1, " << kernels::cpu::kCachedAttentionMaxHeadDim << "]");
-  DF_CHECK(nh >= 1 && nkv >= 1 && nh % nkv == 0,
-           kOp << ": " << nh << " query heads and " << nkv
-               << " kv heads; the query heads must be a positive multiple of the kv heads");
-  DF_CHECK(S >= 1 && C >= 1, kOp << ": the cache " << k_cache.describe() << " has no rows");
-  DF_CHECK(scale > 0.0f && std::isfinite(scale), kOp << ": scale = " << scale << "; it must be finite and > 0");
-  check_float_dtype(kOp, q, "q");
-  DF_CHECK(k_cache.dtype() == q.dtype() && v_cache.dtype() == q.dtype(),
-           kOp << ": q " << q.describe() << ", k_cache " << k_cache.describe() << " and v_cache "
-               << v_cache.describe() << " must share one dtype");
-  refuse_grad(kOp, {&q, &k_cache, &v_cache});
+  check_cache_attention(kOp, q, k_cache, v_cache, scale);
   Tensor out = Tensor::empty({n, nh, hd}, q.dtype());  // (n, nh, hd)
   if (on_cpu()) {
     const kernels::cpu::SlotAttentionDims d{n, nh, nkv, hd, S, C, scale};
