@@ -184,7 +184,7 @@ static int64_t positive(const std::string& option, const std::string& value) {
 int bench_causal_attention(int argc, char** argv) {
   std::vector<int64_t> seqs;
   int reps = 30;
-  bool plans = false;
+  [[maybe_unused]] bool plans = false;  // read by the CUDA build only
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--seq=", 0) == 0) seqs.push_back(positive("--seq", a.substr(6)));

@@ -59,7 +59,7 @@ void check_inputs(const Tensor& h, const Tensor& weight, const Tensor& labels, c
 void forward_chunks(const Tensor& h, const Tensor& weight, const Tensor& labels, const Tensor& row_weights,
                     int64_t chunk, const LinearCrossEntropy& res, const Tensor& lse, const Tensor& dh_unit) {
   const int64_t R = h.dim(0), H = h.dim(1), V = weight.dim(0);
-  const bool half = bf16(h), grad = dh_unit.defined();
+  [[maybe_unused]] const bool half = bf16(h), grad = dh_unit.defined();
   const DType logits_dtype = on_cpu() ? DType::f32 : h.dtype();
   Tensor logits = Tensor::empty({chunk, V}, logits_dtype);  // (chunk, V); in training dlogits overwrite them
   Tensor dlogits = grad ? logits : Tensor();
@@ -138,7 +138,7 @@ void record_recompute_backward(const Tensor& h, const Tensor& weight, const Tens
     Tensor dloss = g.out(0), dh = g.in(h), dw = g.in(weight);
     if (!dloss.defined() || (!dh.defined() && !dw.defined())) return;
     DF_CHECK(dloss.dtype() == DType::f32, kOp << ": the loss gradient is " << dloss.describe() << "; it must be f32");
-    const bool half = bf16(h);
+    [[maybe_unused]] const bool half = bf16(h);
     if (on_cpu()) {
       float* pdh = f32(dh);  // (R, H) +=
       float* pdw = f32(dw);  // (V, H) +=
