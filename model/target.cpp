@@ -214,9 +214,15 @@ void Target::build(const std::string& what, const Loader& load_into) {
     Layer& p = layers_[size_t(l)];
     p.input_norm = load(layer_key(l, "input_layernorm.weight"), {H});
     p.post_norm = load(layer_key(l, "post_attention_layernorm.weight"), {H});
-    p.q = load(layer_key(l, "self_attn.q_proj.weight"), {q_out, H});
-    p.k = load(layer_key(l, "self_attn.k_proj.weight"), {kv_out, H});
-    p.v = load(layer_key(l, "self_attn.v_proj.weight"), {kv_out, H});
+    // q_proj, k_proj and v_proj packed as the rows of one weight, so that decoding makes all three
+    // with one GEMM (one pass over them, wide enough to keep the GPU's bandwidth busy at few rows).
+    p.qkv = Tensor::persistent({q_out + 2 * kv_out, H}, dt, layer_key(l, "self_attn.qkv_proj.weight"));
+    p.q = p.qkv.rows(0, q_out);
+    p.k = p.qkv.rows(q_out, q_out + kv_out);
+    p.v = p.qkv.rows(q_out + kv_out, q_out + 2 * kv_out);
+    load_into(layer_key(l, "self_attn.q_proj.weight"), p.q);
+    load_into(layer_key(l, "self_attn.k_proj.weight"), p.k);
+    load_into(layer_key(l, "self_attn.v_proj.weight"), p.v);
     p.o = load(layer_key(l, "self_attn.o_proj.weight"), {H, q_out});
     if (s.has_qk_norm()) {
       p.q_norm = load(layer_key(l, "self_attn.q_norm.weight"), {hd});

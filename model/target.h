@@ -54,7 +54,8 @@ class Target {
   Target() = default;          // for random()
   struct Layer {
     Tensor input_norm, post_norm;  // [H]
-    Tensor q, k, v, o;             // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]
+    Tensor qkv;                    // [nh*hd + 2*nkv*hd, H]: q_proj's rows, then k_proj's, then v_proj's
+    Tensor q, k, v, o;             // views of qkv's parts [nh*hd, H], [nkv*hd, H] x2; [H, nh*hd]
     Tensor q_norm, k_norm;         // [hd], Qwen3 only
     Tensor gate_up;                // [2I, H]: gate_proj's rows, then up_proj's
     Tensor gate, up, down;         // views of gate_up's halves [I, H] x2; [H, I]

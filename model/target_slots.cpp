@@ -1,8 +1,9 @@
-// SlotTargetDecoder: the target's decoder layers (model/target.cpp's decoder_layer, fused as there)
-// over a KV cache of fixed slots.
+// SlotTargetDecoder: the target's decoder layers (model/target.cpp's decoder_layer, fused as there,
+// with q, k and v made by one GEMM) over a KV cache of fixed slots.
 #include "model/target_slots.h"
 
 #include <cmath>
+#include <vector>
 
 #include "runtime/autograd.h"
 #include "runtime/decode_ops.h"
@@ -44,9 +45,11 @@ Tensor SlotTargetDecoder::pass(const Tensor& ids, const Tensor& slot, const Tens
   Tensor x = ops::rmsnorm(h, t.layers_[0].input_norm, eps);  // (n, H)
   for (size_t l = 0; l < t.layers_.size(); ++l) {
     const Target::Layer& p = t.layers_[l];
-    Tensor q = ops::linear_rowwise(x, p.q).reshape({n, nh, hd});   // (n, nh, hd)
-    Tensor k = ops::linear_rowwise(x, p.k).reshape({n, nkv, hd});  // (n, nkv, hd)
-    Tensor v = ops::linear_rowwise(x, p.v).reshape({n, nkv, hd});  // (n, nkv, hd)
+    // One GEMM over the packed q, k and v weights, cut into its three parts.
+    const std::vector<Tensor> qkv = ops::split_columns(ops::linear_rowwise(x, p.qkv), {nh * hd, nkv * hd, nkv * hd});
+    Tensor q = qkv[0].reshape({n, nh, hd});         // (n, nh, hd)
+    Tensor k = qkv[1].reshape({n, nkv, hd});        // (n, nkv, hd)
+    const Tensor v = qkv[2].reshape({n, nkv, hd});  // (n, nkv, hd)
     if (s.has_qk_norm()) {
       ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, t.inv_freq_, eps);
       q = qk.q;

@@ -71,6 +71,10 @@ Tensor concat(const Tensor& a, const Tensor& b, int dim);
 // values of chained concat; forward-only (refused when a part requires grad). A defined `into`
 // (the result's dtype, size and device) is written instead of a new tensor, and returned.
 Tensor concat_all(const std::vector<Tensor>& parts, int dim, const Tensor& into = Tensor());
+// x [..., sum of widths] cut along its last dim into parts [..., widths[i]], in order, in one pass;
+// forward-only, 1 to kMaxSplitColumns parts of width >= 1.
+constexpr int kMaxSplitColumns = 4;
+std::vector<Tensor> split_columns(const Tensor& x, const std::vector<int64_t>& widths);
 Tensor sum(const Tensor& x);   // -> [1] of x's dtype
 Tensor mean(const Tensor& x);  // -> [1] of x's dtype
 

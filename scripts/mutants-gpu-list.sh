@@ -122,6 +122,9 @@ mutant "GPU concat backward: the second part's gradient taken from the first's c
 mutant "GPU concat backward (elements): the second part overwritten, not accumulated" "-ts=gpu-kernels -tc=concat*" \
   'if (second) db[d] = from_float<TB>(__fadd_rn(to_float(db[d]), s));' \
   'if (second) db[d] = from_float<TB>(s);'
+mutant "GPU split: a part's columns start at the row's start" "-ts=gpu-ops -tc=split_columns*" \
+  'static_cast<U*>(p.dst[i])[o * (p.start[i + 1] - p.start[i]) + (k - p.start[i])] = x[e];' \
+  'static_cast<U*>(p.dst[i])[o * (p.start[i + 1] - p.start[i]) + (k - p.start[i])] = x[o * p.start[p.n] + (k - p.start[i])];'
 mutant "GPU strided copy: source rows at the destination's pitch" "-ts=gpu-ops -tc=drop_group_heads*" \
   'dst[r * dst_pitch + k] = src[r * src_pitch + k];' \
   'dst[r * dst_pitch + k] = src[r * dst_pitch + k];'

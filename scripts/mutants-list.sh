@@ -344,6 +344,9 @@ mutant "concat kernel: b's rows read at a's width" "-ts=ops -tc=concat?forward*"
 mutant "concat backward kernel: b's gradient overwritten, not added to" "-ts=ops -tc=concat*" \
   'for (int64_t j = 0; j < b_inner; ++j) db[o * b_inner + j] += row[a_inner + j];' \
   'for (int64_t j = 0; j < b_inner; ++j) db[o * b_inner + j] = row[a_inner + j];'
+mutant "split kernel: every part takes the row's first columns" "-ts=ops -tc=split_columns*" \
+  'at += inner[i];' \
+  'at += 0 * inner[i];'
 # --- kernels/cpu/decode.cpp ---
 mutant "cached attention: the running sum not rescaled by a new max" "-ts=spec" \
   'row_sum *= correction;' \
@@ -856,6 +859,9 @@ mutant "concat: records no backward when only the second input needs a gradient"
 mutant "concat: the dims after the concatenated one are not compared" "-ts=ops -tc=concat*" \
   'DF_CHECK(i == d || a.dim(i) == b.dim(i),' \
   'DF_CHECK(i >= d || a.dim(i) == b.dim(i),'
+mutant "split_columns: widths short of the last dim accepted" "-ts=ops -tc=split_columns*" \
+  'DF_CHECK(total == x.shape().last(), kOp << ": the widths add up to "' \
+  'DF_CHECK(total <= x.shape().last(), kOp << ": the widths add up to "'
 # --- runtime/ops/decode.cpp ---
 mutant "decode ops: a device scalar of several elements accepted" "-ts=spec" \
   'DF_CHECK(t.numel() == 1, op << ": " << role << " is " << t.describe() << " but must hold one i32 (shape [1])");' \

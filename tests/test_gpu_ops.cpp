@@ -162,6 +162,32 @@ TEST_SUITE("gpu-ops") {
     CHECK(r.outs[0] == std::vector<float>{1, 3, 4, 2, 5, 6});
   }
 
+  TEST_CASE("split_columns: CUDA equals CPU, the packed q, k and v of a decode step, odd widths, f32, bf16 and i32") {
+    REQUIRE_GPU();
+    Backends be;
+    // (rows, widths): Qwen3-8B's q, k and v at 32 rows (16-byte units), odd widths (2- and 4-byte
+    // units), and four parts.
+    for (auto [rows, widths] : {std::pair<int64_t, std::vector<int64_t>>{32, {4096, 1024, 1024}},
+                                {5, {3, 8, 5}},
+                                {3, {1, 2, 1, 4}}}) {
+      int64_t W = 0;
+      for (int64_t w : widths) W += w;
+      std::vector<In> in{rnd(Role::frozen, {rows, W}, 80)};
+      INFO("rows " << rows << ", " << widths.size() << " parts");
+      const OpFn split = [w = widths](auto& a) { return ops::split_columns(a[0], w); };
+      for (DType dt : {DType::f32, DType::bf16}) {
+        INFO("dtype " << std::string(dtype_name(dt)));
+        const Result cpu = run(be.cpu, dt, in, split), gpu = run(be.gpu, dt, in, split);
+        REQUIRE(gpu.outs.size() == widths.size());
+        for (size_t p = 0; p < widths.size(); ++p) CHECK(bitwise_equal(gpu.outs[p], cpu.outs[p]));
+      }
+    }
+    std::vector<In> in{ints({2, 3}, {1, 2, 3, 4, 5, 6})};
+    Result r = run(be.gpu, DType::f32, in, [](auto& a) { return ops::split_columns(a[0], {2, 1}); });
+    CHECK(r.outs[0] == std::vector<float>{1, 2, 4, 5});
+    CHECK(r.outs[1] == std::vector<float>{3, 6});
+  }
+
   TEST_CASE("sum and mean: CUDA equals CPU, one and many partial blocks") {
     REQUIRE_GPU();
     Backends be;

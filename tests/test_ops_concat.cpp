@@ -172,4 +172,44 @@ TEST_SUITE("ops") {
                                            "and device of the result i32[3,1] on cpu:0"),
                          Error);
   }
+
+  // ---- split_columns ----
+
+  TEST_CASE("split_columns: each part holds its columns of every row, element by element; its refusals") {
+    CpuRuntime rt;
+    // [2, 3, 9] cut into widths 4, 1 and 4 (the q, k and v of one packed GEMM, in miniature).
+    Tensor x = randn({2, 3, 9}, 95);
+    const std::vector<float> xv = x.to_floats();
+    const std::vector<int64_t> widths = {4, 1, 4};
+    const std::vector<Tensor> parts = ops::split_columns(x, widths);
+    REQUIRE(parts.size() == 3);
+    int64_t start = 0;
+    for (size_t p = 0; p < 3; ++p) {
+      INFO("part " << p);
+      REQUIRE(parts[p].shape() == Shape{2, 3, widths[p]});
+      const std::vector<float> pv = parts[p].to_floats();
+      for (int64_t r = 0; r < 6; ++r)
+        for (int64_t c = 0; c < widths[p]; ++c) CHECK(pv[size_t(r * widths[p] + c)] == xv[size_t(r * 9 + start + c)]);
+      start += widths[p];
+    }
+    // i32 and one part (a copy).
+    const std::vector<Tensor> ints = ops::split_columns(Tensor::from_ints({2, 3}, {1, 2, 3, 4, 5, 6}), {2, 1});
+    CHECK(ints[0].to_ints() == std::vector<int32_t>{1, 2, 4, 5});
+    CHECK(ints[1].to_ints() == std::vector<int32_t>{3, 6});
+    CHECK(ops::split_columns(Tensor::from_ints({3}, {7, 8, 9}), {3})[0].to_ints() == std::vector<int32_t>{7, 8, 9});
+
+    CHECK_THROWS_WITH_AS(ops::split_columns(x, {4, 4}),
+                         doctest::Contains("split_columns: the widths add up to 8 but f32[2,3,9] has 9 columns"), Error);
+    CHECK_THROWS_WITH_AS(ops::split_columns(x, {9, 0}),
+                         doctest::Contains("split_columns: a part of width 0 asked of f32[2,3,9]; every width must be >= 1"),
+                         Error);
+    CHECK_THROWS_WITH_AS(ops::split_columns(x, {}), doctest::Contains("split_columns: 0 parts asked"), Error);
+    CHECK_THROWS_WITH_AS(ops::split_columns(x, {1, 1, 1, 1, 5}),
+                         doctest::Contains("split_columns: 5 parts asked of f32[2,3,9]; give 1 to 4"), Error);
+    Tensor w = param({2, 3}, 3);
+    CHECK_THROWS_WITH_AS(ops::split_columns(w, {1, 2}),
+                         doctest::Contains("split_columns: gradient requested through"), Error);
+    NoGrad no_grad;
+    CHECK(ops::split_columns(w, {1, 2})[1].shape() == Shape{2, 2});
+  }
 }

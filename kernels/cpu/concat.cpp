@@ -18,6 +18,19 @@ void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t
   }
 }
 
+void split_forward(const void* x, int64_t outer, const std::vector<void*>& parts, const std::vector<size_t>& inner) {
+  size_t row = 0;
+  for (size_t w : inner) row += w;
+  const char* px = static_cast<const char*>(x);
+  for (int64_t o = 0; o < outer; ++o) {
+    size_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (inner[i]) std::memcpy(static_cast<char*>(parts[i]) + size_t(o) * inner[i], px + size_t(o) * row + at, inner[i]);
+      at += inner[i];
+    }
+  }
+}
+
 // dy (outer, a_inner + b_inner), da (outer, a_inner), db (outer, b_inner), in floats; da or db
 // may be null when that input needs no gradient.
 void concat_backward(const float* dy, float* da, float* db, int64_t outer, int64_t a_inner, int64_t b_inner) {

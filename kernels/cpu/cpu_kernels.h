@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace dflash::kernels::cpu {
 
@@ -54,6 +55,8 @@ void swiglu_backward(const float* g, const float* u, const float* dy, float* dg,
 
 // concat.cpp: y [outer, a_inner + b_inner] from a [outer, a_inner] and b [outer, b_inner] (bytes).
 void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t a_inner, size_t b_inner);
+// concat_forward's inverse for many parts: x [outer, sum of inner] -> part i [outer, inner[i]] (bytes).
+void split_forward(const void* x, int64_t outer, const std::vector<void*>& parts, const std::vector<size_t>& inner);
 void concat_backward(const float* dy, float* da, float* db, int64_t outer, int64_t a_inner, int64_t b_inner);
 
 // reduce.cpp: out[0] = sum(x) accumulated in double, in index order.

@@ -1,6 +1,7 @@
 // Concatenation of two row-major blocks on the GPU: forward copies bytes (any dtype) in the
 // widest unit the sizes and addresses allow; backward splits a float gradient and accumulates
 // each part into its input (templated on each pointer's dtype, 8-element packs where aligned).
+// split_forward, the forward's inverse for up to kMaxSplitParts parts, copies bytes likewise.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -25,6 +26,23 @@ void launch_forward(const void* a, const void* b, void* y, int64_t outer, size_t
   const int64_t A = int64_t(a_bytes / sizeof(U)), B = int64_t(b_bytes / sizeof(U));
   concat_forward_kernel<U><<<blocks_for(outer * (A + B), kThreads), kThreads, 0, s>>>(
       static_cast<const U*>(a), static_cast<const U*>(b), static_cast<U*>(y), outer, A, B);
+}
+
+// x (outer, W) -> part i (outer, width[i]) = x[:, start[i] : start[i] + width[i]], in units of U.
+struct SplitParts {
+  void* dst[kMaxSplitParts];
+  int64_t start[kMaxSplitParts + 1];  // start[n] = W
+  int n;
+};
+template <class U>
+__global__ void split_forward_kernel(const U* x, int64_t outer, SplitParts p) {
+  const int64_t W = p.start[p.n], n = outer * W;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = e / W, k = e % W;
+    int i = 0;
+    while (k >= p.start[i + 1]) ++i;
+    static_cast<U*>(p.dst[i])[o * (p.start[i + 1] - p.start[i]) + (k - p.start[i])] = x[e];
+  }
 }
 
 // dy (outer, A + B) -> da (outer, A) += dy[:, :A] (blockIdx.y == 0), db (outer, B) += dy[:, A:]
@@ -110,6 +128,39 @@ void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t
   else if (fits(2)) launch_forward<uint16_t>(a, b, y, outer, a_inner_bytes, b_inner_bytes, s);
   else launch_forward<uint8_t>(a, b, y, outer, a_inner_bytes, b_inner_bytes, s);
   check_launch("concat_forward");
+}
+
+void split_forward(const void* x, int64_t outer, void* const* parts, const size_t* inner, int n, void* stream) {
+  if (n < 1 || n > kMaxSplitParts)
+    throw std::runtime_error("split_forward: " + std::to_string(n) + " parts; give 1 to " +
+                             std::to_string(kMaxSplitParts));
+  size_t row = 0;
+  for (int i = 0; i < n; ++i) row += inner[i];
+  if (outer == 0 || row == 0) return;
+  auto fits = [&](size_t u) {
+    if (reinterpret_cast<uintptr_t>(x) % u != 0) return false;
+    for (int i = 0; i < n; ++i)
+      if (inner[i] % u != 0 || reinterpret_cast<uintptr_t>(parts[i]) % u != 0) return false;
+    return true;
+  };
+  auto launch = [&](auto unit) {
+    using U = decltype(unit);
+    SplitParts p{};
+    p.n = n;
+    p.start[0] = 0;
+    for (int i = 0; i < n; ++i) {
+      p.dst[i] = parts[i];
+      p.start[i + 1] = p.start[i] + int64_t(inner[i] / sizeof(U));
+    }
+    split_forward_kernel<U><<<blocks_for(outer * p.start[n], kThreads), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const U*>(x), outer, p);
+  };
+  if (fits(16)) launch(uint4{});
+  else if (fits(8)) launch(uint2{});
+  else if (fits(4)) launch(uint32_t{});
+  else if (fits(2)) launch(uint16_t{});
+  else launch(uint8_t{});
+  check_launch("split_forward");
 }
 
 void concat_backward(const void* dy, bool dy_bf16, void* da, bool da_bf16, void* db, bool db_bf16, int64_t outer,

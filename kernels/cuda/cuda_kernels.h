@@ -128,6 +128,9 @@ void strided_fill(void* dst, size_t pitch, size_t width, int64_t rows, uint8_t b
 // concat.cu: y [outer, a_inner + b_inner] from a [outer, a_inner] and b [outer, b_inner] (bytes, any dtype).
 void concat_forward(const void* a, const void* b, void* y, int64_t outer, size_t a_inner_bytes, size_t b_inner_bytes,
                     void* stream);
+// Its inverse: part i [outer, inner[i]] from x [outer, sum of inner] (bytes, any dtype), n parts.
+constexpr int kMaxSplitParts = 4;
+void split_forward(const void* x, int64_t outer, void* const* parts, const size_t* inner, int n, void* stream);
 // In elements; da or db may be null.
 void concat_backward(const void* dy, bool dy_bf16, void* da, bool da_bf16, void* db, bool db_bf16, int64_t outer,
                      int64_t a_inner, int64_t b_inner, void* stream);

@@ -1,6 +1,6 @@
 // concat of two tensors along one dim: a byte copy for any dtype; the backward (f32; on CUDA also
 // bf16) splits the gradient and accumulates each part into its input. concat_all: many parts in one
-// pass, forward-only.
+// pass, forward-only; split_columns, its inverse along the last dim, likewise.
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -137,6 +137,49 @@ Tensor concat_all(const std::vector<Tensor>& parts, int dim, const Tensor& into)
     offset += inner[i];
   }
   return y;
+}
+
+std::vector<Tensor> split_columns(const Tensor& x, const std::vector<int64_t>& widths) {
+  constexpr const char* kOp = "split_columns";
+  OpScope op(kOp);
+  DF_CHECK(x.ndim() >= 1, kOp << ": x is " << x.describe() << "; it needs at least one dim to split");
+  DF_CHECK(!widths.empty() && widths.size() <= size_t(kMaxSplitColumns),
+           kOp << ": " << widths.size() << " parts asked of " << x.describe() << "; give 1 to " << kMaxSplitColumns);
+  int64_t total = 0;
+  for (int64_t w : widths) {
+    DF_CHECK(w >= 1, kOp << ": a part of width " << w << " asked of " << x.describe() << "; every width must be >= 1");
+    total += w;
+  }
+  DF_CHECK(total == x.shape().last(), kOp << ": the widths add up to " << total << " but " << x.describe() << " has "
+                                          << x.shape().last() << " columns; they must add up to its last dim");
+  DF_CHECK(!needs_grad({&x}), kOp << ": gradient requested through " << x.describe()
+                                  << "; it is forward-only, so freeze x or run it under NoGrad");
+  const int64_t outer = x.numel() / total;
+  const size_t esize = dtype_size(x.dtype());
+  std::vector<Tensor> parts;
+  std::vector<void*> dst;
+  std::vector<size_t> inner;
+  for (int64_t w : widths) {
+    Shape s = x.shape();
+    s.d[s.ndim - 1] = w;
+    parts.push_back(Tensor::empty(s, x.dtype()));  // (..., w)
+    dst.push_back(parts.back().raw());
+    inner.push_back(size_t(w) * esize);
+  }
+  note_io({&x}, {&x});  // the parts hold x's bytes
+  const void* px = x.raw();
+#ifdef DFLASH_CUDA
+  static_assert(kMaxSplitColumns <= kernels::cuda::kMaxSplitParts, "split_columns: the CUDA kernel takes fewer parts");
+#endif
+  if (on_cpu()) {
+    ctx().launch([=] { kernels::cpu::split_forward(px, outer, dst, inner); });
+  } else {
+#ifdef DFLASH_CUDA
+    if (void* st = ctx().cuda_stream_for_launch())
+      kernels::cuda::split_forward(px, outer, dst.data(), inner.data(), int(dst.size()), st);
+#endif
+  }
+  return parts;
 }
 
 }  // namespace dflash::ops
