@@ -155,25 +155,30 @@ def decode_figures(step, records):
 
 
 def generate_figures(step, records):
-    """Batched decoding's tokens per second at each batch beside HF's generate (eager, then compiled),
-    and each decode step against its bandwidth floor on this run's GPU."""
+    """Batched decoding's tokens per second at each batch beside HF's generate: eager in the generate
+    step, with each decode step against its bandwidth floor on this run's GPU; compiled in the
+    generate-compiled step (its warm-up takes minutes, so it has a step of its own)."""
     out = []
+    modes = {"generate": [("eager", "HF transformers' generate, eager with its static cache, same run")],
+             "generate-compiled": [("compiled", "HF transformers' generate, compiled (its static cache), same run")]}
     for x in records:
         r = x["result"]
         if x["step"] != step or x["side"] != "ours" or r.get("bench") != "generate":
             continue
         for c in r["steps"]:
             b = c["batch"]
-            for mode, what in (("eager", "HF transformers' generate, eager with its static cache, same run"),
-                               ("compiled", "HF transformers' generate, compiled (its static cache), same run")):
-                a = next((y for y in records if y["side"] == "anchor" and y["label"] == f"hf-generate-{mode}"
-                          and y["result"].get("batch") == b), None)  # with its error, if it failed
+            for mode, what in modes[step]:
+                a = next((y for y in records if y["side"] == "anchor" and y["step"] == step
+                          and y["label"] == f"hf-generate-{mode}" and y["result"].get("batch") == b),
+                         None)  # with its error, if it failed
                 out.append(figure(f"generate, Qwen3-8B dims, batch {b}, prompt {c['context']}, {c['new_tokens']} new "
                                   f"tokens, against HF {mode}", "generate_tokens_per_s", c["tokens_per_s"],
                                   "tokens/s", x, what, a, a["result"].get("tokens_per_s") if a else None, batch=b,
                                   context=c["context"], step_ms=c["step_ms"],
                                   anchor_step_ms=a["result"].get("step_ms") if a else None,
                                   anchor_warmup_s=a["result"].get("warmup_s") if a else None))
+            if step != "generate":
+                continue
             floor = c["floor_ms_h200"] if "H200" in (GPU or "") else c["floor_ms_h100"]
             out.append(figure(f"generate decode step against its bandwidth floor, batch {b}, context "
                               f"{c['context']}-{c['context'] + c['new_tokens']}", "pct_of_floor",
@@ -199,7 +204,7 @@ def multi_figures(step, records):
 
 BUILDERS = {"drafter": drafter_figures, "drafter-small": drafter_figures, "drafter-long": drafter_figures,
             "target": target_figures, "online": online_figures, "decode": decode_figures,
-            "generate": generate_figures, "multi-gpu": multi_figures}
+            "generate": generate_figures, "generate-compiled": generate_figures, "multi-gpu": multi_figures}
 GPU = None  # the run's GPU name (figures' --gpu), for the bandwidth floor of its kind
 
 

@@ -80,7 +80,7 @@ FAKE_NONE=gpu-spec run no-case 1 scripts/gpu-test.sh memcheck:spec
 grep -q 'no test case ran' "$tmp/no-case.out" || fail "no-case: a part that ran no case passed"
 run unknown-step 2 scripts/gpu-test.sh suites nosuch
 run unknown-part 2 scripts/gpu-test.sh memcheck:sampling
-run bench 0 scripts/gpu-bench.sh drafter drafter-long target online decode generate multi-gpu
+run bench 0 scripts/gpu-bench.sh drafter drafter-long target online decode generate generate-compiled multi-gpu
 python3 - "$tmp/out-bench/figures.jsonl" >"$tmp/figures.out" 2>&1 <<'EOF' || { fail "bench: figure lines"; cat "$tmp/figures.out"; }
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
