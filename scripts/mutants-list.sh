@@ -809,9 +809,9 @@ mutant "read_file: a directory read as a file, not refused by name" "-ts=safeten
 mutant "runtime.kernels: the rules' device ignores the process's choice" "-ts=kernel-paths" \
   'hw.portable = kernel_paths() == KernelPaths::portable;' \
   'hw.portable = false;'
-mutant "runtime.kernels: the rules' device holds the Hopper kernels in any build" "-ts=kernel-paths" \
+mutant "runtime.kernels: the rules' device says the build holds the Hopper kernels exactly when it does not" "-ts=kernel-paths" \
   'hw.sm90_built = hopper_kernels_built();' \
-  'hw.sm90_built = true;'
+  'hw.sm90_built = !hopper_kernels_built();'
 # --- runtime/gemm_tuning.cpp ---
 mutant "a GEMM table line loses its beta flag when read back" "-ts=gemm-table" \
   'k.ta = ta == '\''T'\'', k.tb = tb == '\''T'\'', k.ab_bf16 = ab_s == "bf16", k.c_bf16 = c_s == "bf16", k.accumulate = beta == 1;' \
