@@ -272,3 +272,7 @@ mutant "GPU runtime.kernels: the launchers ignore the process's portable choice"
 mutant "GPU runtime.kernels: the process's choice never handed to the launchers" "-ts=gpu-drafter,gpu-attention,gpu-ops -tc=*replays*,*golden*" \
   'void set_portable_kernels(bool portable) { kernels::cuda::portable_kernels().store(portable); }' \
   'void set_portable_kernels(bool portable) { (void)portable; }'
+# --- The resident norms' launch (kernels/cuda/common.cuh) ---
+mutant "GPU resident norms: the weights loaded ahead all the first pack's" "-ts=gpu-kernels,gpu-ops -tc=*rmsnorm*" \
+  'for (int k = 0; k < P; ++k) wv[k] = load_words16(w + at(k));' \
+  'for (int k = 0; k < P; ++k) wv[k] = load_words16(w + at(0));'

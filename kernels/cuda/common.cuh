@@ -229,6 +229,23 @@ inline int64_t resident_row_lanes(int64_t packs) {
   while (G > 1 && G / 2 >= packs) G /= 2;
   return packs % G == 0 ? G : 0;
 }
+// A resident launch: the rows a block takes and whether a lane loads its weights before its stores.
+// Full blocks (threads / G rows) when they fill every SM. A smaller grid is latency-bound (a warp's
+// round trips to memory set its time, not the bandwidth): there a block takes fewer rows, down to one
+// warp, so that more SMs share them, and the weights are loaded ahead of the stores (the compiler
+// must assume that a store may alias them, so a load after a store waits for it: P round trips).
+struct ResidentLaunch {
+  int rows_per_block;
+  bool weights_ahead;
+};
+inline ResidentLaunch resident_launch(int64_t rows, int64_t G, int threads) {
+  const int full = int(threads / G), least = G >= 32 ? 1 : int(32 / G);
+  const int64_t sms = sm_count();
+  if ((rows + full - 1) / full >= sms) return {full, false};
+  int per = full;
+  while (per > least && (rows + per - 1) / per < sms) per /= 2;
+  return {per, true};
+}
 // go(std::integral_constant<int, P>{}) for P packs a lane in {1, 2, 4, 8, 16}; false for others.
 template <class F>
 bool with_packs_per_lane(int64_t P, F&& go) {
@@ -260,20 +277,30 @@ __device__ __forceinline__ float resident_row_square_sum(const Words16<T> (&v)[P
   for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   return ss;
 }
-// y_row = x * s * w, each pack rounded to T, from the held words (w: the row's D weights).
-template <class T, int P>
+// y_row = x * s * w, each pack rounded to T, from the held words (w: the row's D weights); with
+// Ahead, all of the lane's weights are loaded before its first store (ResidentLaunch).
+template <class T, int P, bool Ahead>
 __device__ __forceinline__ void store_resident_row_normed(const Words16<T> (&v)[P], float s, const T* w, T* y_row,
                                                           int G, int q) {
   constexpr int N = Words16<T>::kElems;
-#pragma unroll
-  for (int k = 0; k < P; ++k) {
-    const int64_t j = (int64_t(k) * G + q) * N;
+  auto at = [&](int k) { return (int64_t(k) * G + q) * N; };
+  auto store = [&](int k, const Words16<T>& wk) {
     float f[N], wf[N];
     to_floats(v[k], f);
-    to_floats(load_words16(w + j), wf);
+    to_floats(wk, wf);
 #pragma unroll
     for (int i = 0; i < N; ++i) f[i] = f[i] * s * wf[i];
-    store_words16(y_row + j, from_floats<T>(f));
+    store_words16(y_row + at(k), from_floats<T>(f));
+  };
+  if constexpr (Ahead) {
+    Words16<T> wv[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) wv[k] = load_words16(w + at(k));
+#pragma unroll
+    for (int k = 0; k < P; ++k) store(k, wv[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < P; ++k) store(k, load_words16(w + at(k)));
   }
 }
 

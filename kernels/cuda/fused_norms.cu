@@ -16,13 +16,13 @@ constexpr int kThreads = 256;
 // half in flight beside a), so at bf16, P = 16, the kernel fits 128 registers: 2 blocks an SM,
 // whose load phases overlap each other's sums and stores (as Vec<bf16_t, 8>: 255 registers, one
 // block; capped at 80, 3 blocks, b's loads were serialised and it ran 9 % slower).
-template <class T, int N, int P>
-__global__ void __launch_bounds__(kThreads, sizeof(T) == 2 && P == 16 ? 2 : 1)
+template <class T, int N, int P, bool Ahead>
+__global__ void __launch_bounds__(kThreads, sizeof(T) == 2 && P == 16 && !Ahead ? 2 : 1)
     add_rmsnorm_kernel(const T* a, const T* b, const T* w, T* r_out, T* y, int64_t rows, int64_t D, float eps, int G) {
   static_assert(N == Words16<T>::kElems, "one 16-byte access a pack");
   constexpr int H = (P + 1) / 2;  // b's first half
   const int q = int(threadIdx.x) % G;
-  const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
+  const int64_t r = blockIdx.x * int64_t(blockDim.x / G) + threadIdx.x / G;
   const bool on = r < rows;
   const Words16<T> zero{make_uint4(0, 0, 0, 0)};
   auto at = [&](int k) { return r * D + (int64_t(k) * G + q) * N; };
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(T) == 2 && P == 16 ? 2 : 1)
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
 #pragma unroll
   for (int k = 0; k < P; ++k) hold_words(v[k]);  // the row stays in words, not its unpacked floats
-  store_resident_row_normed(v, s, w, y + r * D, G, q);
+  store_resident_row_normed<T, P, Ahead>(v, s, w, y + r * D, G, q);
 }
 
 template <class T, int N>
@@ -61,11 +61,14 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
   if (D % N != 0) return false;
   const int64_t G = resident_row_lanes(D / N);
   if (G == 0) return false;
-  const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
+  const ResidentLaunch L = resident_launch(rows, G, kThreads);
+  const unsigned grid = unsigned((rows + L.rows_per_block - 1) / L.rows_per_block);
+  const unsigned threads = unsigned(L.rows_per_block * G);
   return with_packs_per_lane(D / N / G, [&](auto p_tag) {
-    add_rmsnorm_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
-        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(w), static_cast<T*>(r),
-        static_cast<T*>(y), rows, D, eps, int(G));
+    constexpr int P = decltype(p_tag)::value;
+    auto kernel = L.weights_ahead ? add_rmsnorm_kernel<T, N, P, true> : add_rmsnorm_kernel<T, N, P, false>;
+    kernel<<<grid, threads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(w),
+                                    static_cast<T*>(r), static_cast<T*>(y), rows, D, eps, int(G));
   });
 }
 

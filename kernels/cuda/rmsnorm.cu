@@ -55,13 +55,13 @@ __global__ void rmsnorm_forward_kernel(const T* x, const T* w, T* y, float* rstd
 // for G = 32 the order of rmsnorm_forward_kernel, and for G < 32 the same bits too (its missing
 // lanes add zeros). Rows past the end still reach the shuffles. The packs are held as 32-bit words
 // (Words16): 80 registers at bf16, P = 16, against 148 as Vec<bf16_t, 8> (3 blocks an SM, not 1).
-template <class T, int N, int P>
+template <class T, int N, int P, bool Ahead>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_forward_resident_kernel(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t D, float eps,
                                     int G) {
   static_assert(N == Words16<T>::kElems, "one 16-byte access a pack");
   const int q = int(threadIdx.x) % G;
-  const int64_t r = blockIdx.x * int64_t(kThreads / G) + threadIdx.x / G;
+  const int64_t r = blockIdx.x * int64_t(blockDim.x / G) + threadIdx.x / G;
   const bool on = r < rows;
   Words16<T> v[P];
 #pragma unroll
@@ -71,20 +71,26 @@ __global__ void __launch_bounds__(kThreads)
   if (!on) return;
   const float s = 1.0f / sqrtf(ss / float(D) + eps);
   if (rstd && q == 0) rstd[r] = s;
-  store_resident_row_normed(v, s, w, y + r * D, G, q);
+  store_resident_row_normed<T, P, Ahead>(v, s, w, y + r * D, G, q);
 }
 
-// The resident kernel when D splits into G lanes of P <= 16 packs of N, else the looping one.
+// The resident kernel when D splits into G lanes of P <= 16 packs of N, else the looping one; its
+// blocks and weight loads by resident_launch.
 template <class T, int N>
 bool launch_forward_resident(const void* x, const void* w, void* y, float* rstd, int64_t rows, int64_t D, float eps,
                              cudaStream_t s) {
   if (N == 1 || D % N != 0) return false;
   const int64_t G = resident_row_lanes(D / N);
   if (G == 0) return false;
-  const unsigned grid = unsigned((rows + kThreads / G - 1) / (kThreads / G));
+  const ResidentLaunch L = resident_launch(rows, G, kThreads);
+  const unsigned grid = unsigned((rows + L.rows_per_block - 1) / L.rows_per_block);
+  const unsigned threads = unsigned(L.rows_per_block * G);
   return with_packs_per_lane(D / N / G, [&](auto p_tag) {
-    rmsnorm_forward_resident_kernel<T, N, decltype(p_tag)::value><<<grid, kThreads, 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows, D, eps, int(G));
+    constexpr int P = decltype(p_tag)::value;
+    auto kernel = L.weights_ahead ? rmsnorm_forward_resident_kernel<T, N, P, true>
+                                  : rmsnorm_forward_resident_kernel<T, N, P, false>;
+    kernel<<<grid, threads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), rstd, rows,
+                                    D, eps, int(G));
   });
 }
 
