@@ -1,5 +1,5 @@
 // SlotTargetDecoder: the target's decoder layers (model/target.cpp's decoder_layer, fused as there,
-// with q, k and v made by one GEMM) over a KV cache of fixed slots.
+// with q, k and v made by one GEMM and written into the cache by one op) over a KV cache of fixed slots.
 #include "model/target_slots.h"
 
 #include <cmath>
@@ -45,21 +45,18 @@ Tensor SlotTargetDecoder::pass(const Tensor& ids, const Tensor& slot, const Tens
   Tensor x = ops::rmsnorm(h, t.layers_[0].input_norm, eps);  // (n, H)
   for (size_t l = 0; l < t.layers_.size(); ++l) {
     const Target::Layer& p = t.layers_[l];
-    // One GEMM over the packed q, k and v weights, cut into its three parts.
-    const std::vector<Tensor> qkv = ops::split_columns(ops::linear_rowwise(x, p.qkv), {nh * hd, nkv * hd, nkv * hd});
-    Tensor q = qkv[0].reshape({n, nh, hd});         // (n, nh, hd)
-    Tensor k = qkv[1].reshape({n, nkv, hd});        // (n, nkv, hd)
-    const Tensor v = qkv[2].reshape({n, nkv, hd});  // (n, nkv, hd)
+    // One GEMM over the packed q, k and v weights; q, k and v made from it and k, v written into the
+    // cache (with q and k norms, one fused op).
+    const Tensor qkv = ops::linear_rowwise(x, p.qkv);  // (n, (nh + 2 nkv) hd)
+    Tensor q;
     if (s.has_qk_norm()) {
-      ops::RopedQK qk = ops::rmsnorm_rope(q, k, p.q_norm, p.k_norm, pos, t.inv_freq_, eps);
-      q = qk.q;
-      k = qk.k;
+      q = ops::rmsnorm_rope_into_slots(qkv, p.q_norm, p.k_norm, pos, t.inv_freq_, slot, k_cache_[l], v_cache_[l], eps);
     } else {
-      q = ops::rope(q, pos, t.inv_freq_);
-      k = ops::rope(k, pos, t.inv_freq_);
+      const std::vector<Tensor> parts = ops::split_columns(qkv, {nh * hd, nkv * hd, nkv * hd});
+      q = ops::rope(parts[0].reshape({n, nh, hd}), pos, t.inv_freq_);
+      ops::scatter_slot_rows_(k_cache_[l], ops::rope(parts[1].reshape({n, nkv, hd}), pos, t.inv_freq_), slot, pos);
+      ops::scatter_slot_rows_(v_cache_[l], parts[2].reshape({n, nkv, hd}), slot, pos);
     }
-    ops::scatter_slot_rows_(k_cache_[l], k, slot, pos);
-    ops::scatter_slot_rows_(v_cache_[l], v, slot, pos);
     Tensor a = ops::slot_attention(q, k_cache_[l], v_cache_[l], slot, pos, scale).reshape({n, nh * hd});  // (n, nh*hd)
     ops::AddRmsnorm r = ops::add_rmsnorm(h, ops::linear_rowwise(a, p.o), p.post_norm, eps);             // (n, H) each
     Tensor act = ops::swiglu_halves(ops::linear_rowwise(r.normed, p.gate_up));                          // (n, I)

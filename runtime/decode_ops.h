@@ -32,6 +32,15 @@ Tensor slot_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
 // cache [S, C, ...] row (slot[i], pos[i]) = src [n, ...] row i; padding rows and rows outside the
 // cache are skipped.
 void scatter_slot_rows_(const Tensor& cache, const Tensor& src, const Tensor& slot, const Tensor& pos);
+// The decode step's q, k and v from their packed product qkv [n, (nh + 2 nkv) hd] (q's columns, then
+// k's, then v's): each q and k head rmsnorm'd with q_weight or k_weight [hd] and rotated at
+// positions[i] (ops::rmsnorm_rope's bits), k and v written into k_cache and v_cache [S, C, nkv, hd]
+// at (slot[i], positions[i]) by scatter_slot_rows_'s rule; returns q [n, nh, hd]. The bits of
+// split_columns, rmsnorm_rope and two scatter_slot_rows_, which it runs on the CPU and wherever
+// the fused CUDA kernel does not cover the head dim.
+Tensor rmsnorm_rope_into_slots(const Tensor& qkv, const Tensor& q_weight, const Tensor& k_weight, const Tensor& positions,
+                               const Tensor& inv_freq, const Tensor& slot, const Tensor& k_cache, const Tensor& v_cache,
+                               float eps);
 // out [m, ...] row e = src [n, ...] row index[e] (index i32 [m] on the device); 0 where index[e] is
 // outside [0, n).
 Tensor gather_rows(const Tensor& src, const Tensor& index);

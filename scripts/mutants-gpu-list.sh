@@ -276,3 +276,10 @@ mutant "GPU runtime.kernels: the process's choice never handed to the launchers"
 mutant "GPU resident norms: the weights loaded ahead all the first pack's" "-ts=gpu-kernels,gpu-ops -tc=*rmsnorm*" \
   'for (int k = 0; k < P; ++k) wv[k] = load_words16(w + at(k));' \
   'for (int k = 0; k < P; ++k) wv[k] = load_words16(w + at(0));'
+# --- The q|k|v product into the slot cache (kernels/cuda/fused_norms.cu) ---
+mutant "GPU rmsnorm_rope_into_slots: v's cache rows copied from k's columns" "-ts=gpu-ops -tc=rmsnorm_rope_into_slots*" \
+  'store_words16(a.v_cache + at + i * N, load_words16(a.v + row * a.ldv + i * N));' \
+  'store_words16(a.v_cache + at + i * N, load_words16(a.k + row * a.ldk + i * N));'
+mutant "GPU rmsnorm_rope_into_slots: a position past the cache written" "-ts=gpu-ops -tc=rmsnorm_rope_into_slots*" \
+  'k_kept = sl >= 0 && sl < a.S && position >= 0 && position < a.C;' \
+  'k_kept = sl >= 0 && sl < a.S && position >= 0;'

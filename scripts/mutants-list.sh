@@ -896,6 +896,9 @@ mutant "rmsnorm_rope: q rotated as if it had k's head count" "-tc=*rmsnorm_rope?
 mutant "rmsnorm_rope: k normed with q's weight" "-tc=*rmsnorm_rope?gives*" \
   'kernels::cpu::rmsnorm_forward(pk, pwk, pyk, nullptr, rows * hk, hd, eps);' \
   'kernels::cpu::rmsnorm_forward(pk, pwq, pyk, nullptr, rows * hk, hd, eps);'
+mutant "rmsnorm_rope_into_slots: v's cache rows given k's columns" "-tc=rmsnorm_rope_into_slots*" \
+  'scatter_slot_rows_(v_cache, parts[2].reshape({n, nkv, hd}), slot, positions);' \
+  'scatter_slot_rows_(v_cache, parts[1].reshape({n, nkv, hd}), slot, positions);'
 # --- runtime/ops/group_heads.cpp ---
 mutant "the lm_head's dropped slot-0 rows get a gradient" "-ts=drafter" \
   'restore(dy, dx, groups, row_bytes, period, 0);' \

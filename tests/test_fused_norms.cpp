@@ -1,11 +1,13 @@
-// The forward-only fused ops (add_rmsnorm, rmsnorm_rope, swiglu_halves) on the CPU: the unfused ops' values bit
-// for bit (which weight goes with which tensor, rows, heads, positions), and every
+// The forward-only fused ops (add_rmsnorm, rmsnorm_rope, rmsnorm_rope_into_slots, swiglu_halves) on
+// the CPU: the unfused ops' values bit for bit (which weight goes with which tensor, rows, heads, positions), and every
 // refusal, each naming the tensors and the fix; the ops the target's recorded forward runs (its
 // values: the golden targets, tests/test_target.cpp). Their CUDA kernels: suite gpu-ops.
+#include <algorithm>
 #include <map>
 
 #include "graphs/program.h"
 #include "runtime/autograd.h"
+#include "runtime/decode_ops.h"
 #include "runtime/profile.h"
 #include "tests/target_fixtures.h"
 #include "tests/test_util.h"
@@ -97,6 +99,56 @@ TEST_SUITE("ops") {
                          doctest::Contains("one position per row"), Error);
     CHECK_THROWS_WITH_AS(ops::rmsnorm_rope(q, k, wq, wk, pos, frequencies(6), 1e-6f),
                          doctest::Contains("inv_freq must be [4]"), Error);
+  }
+
+  TEST_CASE("rmsnorm_rope_into_slots: q from the packed product, k and v in their cache rows, the rest untouched") {
+    Context ctx{Device::cpu()};
+    ContextScope scope(ctx);
+    const int64_t n = 6, nh = 4, nkv = 2, hd = 8, S = 3, C = 5, W = (nh + 2 * nkv) * hd, kv = nkv * hd;
+    const std::vector<float> x = random_floats(size_t(n * W), 21, 1.0f);
+    // Rows: a padding row (-1, -1), the last position, a position past the cache, a slot past it.
+    const std::vector<int32_t> slot{0, -1, 2, 1, 3, 1}, pos{4, -1, 0, 5, 1, 2};
+    std::vector<float> q_part, k_part, v_part;  // the packed columns, cut on the host
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = x.data() + r * W;
+      q_part.insert(q_part.end(), row, row + nh * hd);
+      k_part.insert(k_part.end(), row + nh * hd, row + nh * hd + kv);
+      v_part.insert(v_part.end(), row + nh * hd + kv, row + W);
+    }
+    Tensor wq = norm_weight(hd, 22), wk = norm_weight(hd, 23), f = frequencies(hd);
+    Tensor ps = Tensor::from_ints({n}, pos), sl = Tensor::from_ints({n}, slot);
+    const std::vector<float> k0 = random_floats(size_t(S * C * kv), 24, 1.0f);
+    const std::vector<float> v0 = random_floats(size_t(S * C * kv), 25, 1.0f);
+    Tensor kc = Tensor::from_floats({S, C, nkv, hd}, k0), vc = Tensor::from_floats({S, C, nkv, hd}, v0);
+    Tensor q = ops::rmsnorm_rope_into_slots(Tensor::from_floats({n, W}, x), wq, wk, ps, f, sl, kc, vc, 1e-6f);
+    ops::RopedQK want = ops::rmsnorm_rope(Tensor::from_floats({n, nh, hd}, q_part),
+                                          Tensor::from_floats({n, nkv, hd}, k_part), wq, wk, ps, f, 1e-6f);
+    REQUIRE(q.shape() == Shape{n, nh, hd});
+    CHECK(bitwise_equal(q.to_floats(), want.q.to_floats()));
+    std::vector<float> want_k = k0, want_v = v0;
+    const std::vector<float> roped_k = want.k.to_floats();
+    for (int64_t r = 0; r < n; ++r) {
+      if (slot[size_t(r)] < 0 || slot[size_t(r)] >= S || pos[size_t(r)] < 0 || pos[size_t(r)] >= C) continue;
+      const int64_t at = (slot[size_t(r)] * C + pos[size_t(r)]) * kv;
+      std::copy_n(roped_k.begin() + r * kv, kv, want_k.begin() + at);
+      std::copy_n(v_part.begin() + r * kv, kv, want_v.begin() + at);
+    }
+    CHECK(bitwise_equal(kc.to_floats(), want_k));
+    CHECK(bitwise_equal(vc.to_floats(), want_v));
+
+    Tensor qkv = Tensor::from_floats({n, W}, x);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope_into_slots(randn({n, W - 1}, 26), wq, wk, ps, f, sl, kc, vc, 1e-6f),
+                         doctest::Contains("must be [n, (nh + 2 * 2) * 8]"), Error);
+    Tensor short_slot = Tensor::from_ints({n - 1}, {0, 0, 0, 0, 0});
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope_into_slots(qkv, wq, wk, ps, f, short_slot, kc, vc, 1e-6f),
+                         doctest::Contains("slot is i32[5] but must be i32 [6]"), Error);
+    Tensor longer = randn({S, C + 1, nkv, hd}, 27);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope_into_slots(qkv, wq, wk, ps, f, sl, kc, longer, 1e-6f),
+                         doctest::Contains("of one shape and of qkv's dtype"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope_into_slots(param({n, W}, 28), wq, wk, ps, f, sl, kc, vc, 1e-6f),
+                         doctest::Contains("ops::split_columns, ops::rmsnorm_rope and ops::scatter_slot_rows_"), Error);
+    CHECK_THROWS_WITH_AS(ops::rmsnorm_rope_into_slots(qkv, wq, norm_weight(6, 29), ps, f, sl, kc, vc, 1e-6f),
+                         doctest::Contains("k_weight f32[6] has 6 entries"), Error);
   }
 
   TEST_CASE("swiglu_halves gives swiglu of each row's halves, bit for bit; refuses odd widths and gradients") {

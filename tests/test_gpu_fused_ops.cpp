@@ -8,6 +8,7 @@
 #include "graphs/program.h"
 #include "kernels/cuda/gemm_candidates.h"
 #include "runtime/cuda/gemm_tuner.h"
+#include "runtime/decode_ops.h"
 #include "tests/gpu_op_harness.h"
 
 using namespace dflash;
@@ -82,6 +83,50 @@ TEST_SUITE("gpu-ops") {
             return std::vector<Tensor>{ops::rope(ops::rmsnorm(a[0], a[2], 1e-6f), a[4], a[5]),
                                        ops::rope(ops::rmsnorm(a[1], a[3], 1e-6f), a[4], a[5])};
           });
+    }
+  }
+
+  TEST_CASE("rmsnorm_rope_into_slots: the unfused ops' bits on CUDA, and the CPU's values") {
+    REQUIRE_GPU();
+    Backends be;
+    struct Case {
+      int64_t n, nh, nkv, hd;
+    };
+    // Qwen3-8B's heads (the fused kernel, 16 lanes a head in bf16, 32 in f32); 4 / 2 heads of 64; hd
+    // 96 (12 packs) and 40 (5): the unfused ops. Rows: a padding row (slot and position -1), one at
+    // the cache's last position, one past it, one with a slot past the cache (none written), and
+    // two in the same slot.
+    for (Case c : {Case{7, 32, 8, 128}, Case{7, 4, 2, 64}, Case{7, 2, 1, 96}, Case{7, 3, 1, 40}}) {
+      INFO("n " << c.n << " heads " << c.nh << "/" << c.nkv << " hd " << c.hd);
+      const int64_t S = 3, C = 6, W = (c.nh + 2 * c.nkv) * c.hd;
+      const std::vector<int32_t> slot{0, -1, 2, 1, 1, 3, 2}, pos{5, -1, 0, 6, 2, 1, 3};
+      std::vector<float> wq = random_floats(size_t(c.hd), 45, 0.2f), wk = random_floats(size_t(c.hd), 46, 0.2f);
+      for (float& x : wq) x += 1.0f;
+      const Shape cache{S, C, c.nkv, c.hd};
+      std::vector<In> in{rnd(Role::frozen, {c.n, W}, 47),        In{{c.hd}, Role::frozen, wq, {}},
+                         In{{c.hd}, Role::frozen, wk, {}},        ints({c.n}, pos),
+                         f32c({c.hd / 2}, inv_freq(c.hd)),        ints({c.n}, slot),
+                         rnd(Role::frozen, cache, 48),            rnd(Role::frozen, cache, 49)};
+      const OpFn fused = [](auto& a) {
+        return std::vector<Tensor>{ops::rmsnorm_rope_into_slots(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], 1e-6f),
+                                   a[6], a[7]};
+      };
+      const int64_t nh = c.nh, nkv = c.nkv, hd = c.hd, n = c.n;
+      const OpFn unfused = [=](auto& a) {
+        const std::vector<Tensor> p = ops::split_columns(a[0], {nh * hd, nkv * hd, nkv * hd});
+        ops::RopedQK r = ops::rmsnorm_rope(p[0].reshape({n, nh, hd}), p[1].reshape({n, nkv, hd}), a[1], a[2], a[3], a[4],
+                                           1e-6f);
+        ops::scatter_slot_rows_(a[6], r.k, a[5], a[3]);
+        ops::scatter_slot_rows_(a[7], p[2].reshape({n, nkv, hd}), a[5], a[3]);
+        return std::vector<Tensor>{r.q, a[6], a[7]};
+      };
+      for (DType dt : {DType::f32, DType::bf16}) {
+        INFO("dtype " << std::string(dtype_name(dt)));
+        const Result a = run(be.gpu, dt, in, fused), b = run(be.gpu, dt, in, unfused);
+        REQUIRE(a.outs.size() == 3);
+        for (size_t k = 0; k < 3; ++k) CHECK(bitwise_equal(a.outs[k], b.outs[k]));
+      }
+      check_parity(be, in, fused);
     }
   }
 

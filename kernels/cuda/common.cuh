@@ -172,9 +172,9 @@ struct Type {
   using type = T;
 };
 template <class F>
-void with_dtype(bool bf16, F&& f) {
-  if (bf16) f(Type<bf16_t>{});
-  else f(Type<float>{});
+decltype(auto) with_dtype(bool bf16, F&& f) {
+  if (bf16) return f(Type<bf16_t>{});
+  return f(Type<float>{});
 }
 
 // ---- grids sized to the GPU ----

@@ -118,6 +118,26 @@ void add_rmsnorm_forward(const void* a, const void* b, const void* w, void* r, v
 void rmsnorm_rope_forward(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
                           const float* inv_freq, void* yq, void* yk, bool bf16, int64_t rows, int64_t hq, int64_t hk,
                           int64_t hd, float eps, void* stream);
+// rmsnorm_rope_forward's q and k read from rows ldq and ldk elements apart (the q and k columns of a
+// packed q|k|v product), q written to yq [rows, hq, hd], k written into k_cache [S, C, hk, hd] at
+// (slot[r], positions[r]) and v's row (ldv apart) copied beside it into v_cache, the rows whose slot
+// or position is outside the cache left out (scatter_slot_rows' rule). The same bits as the unfused
+// split, rmsnorm_rope and scatters. Only for the head dims and alignments the fused kernel covers:
+// rmsnorm_rope_into_slots_fits says so before any launch, so that a caller runs those ops instead
+// in every pass alike (planning launches nothing).
+struct RopeSlots {
+  int64_t ldq = 0, ldk = 0;
+  const void* v = nullptr;
+  int64_t ldv = 0;
+  void *k_cache = nullptr, *v_cache = nullptr;
+  const int32_t* slot = nullptr;
+  int64_t S = 0, C = 0;
+};
+bool rmsnorm_rope_into_slots_fits(const void* q, const void* k, const void* wq, const void* wk, void* yq, bool bf16,
+                                  int64_t hq, int64_t hk, int64_t hd, const RopeSlots& slots);
+void rmsnorm_rope_into_slots(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
+                             const float* inv_freq, void* yq, bool bf16, int64_t rows, int64_t hq, int64_t hk,
+                             int64_t hd, float eps, const RopeSlots& slots, void* stream);
 
 // strided_rows.cu: the first `width` bytes of `rows` rows whose starts are `*pitch` bytes apart
 // (any dtype): copied from src to dst, or every byte set to `byte`.

@@ -80,30 +80,59 @@ bool launch_add_rmsnorm(const void* a, const void* b, const void* w, void* r, vo
 // rotation coefficients are the same for every head, so they are taken once. The normed values
 // are rounded to T before the rotation, as the unfused rope reads them, so they cross to the
 // partner as T's words. Every lane of a warp runs the same number of head iterations, so the
-// shuffles always see the whole warp.
-template <class T, int N, int G>
-__global__ void __launch_bounds__(kThreads)
-    rmsnorm_rope_kernel(const T* q, const T* k, const T* wq, const T* wk, const int32_t* positions,
-                        const float* inv_freq, T* yq, T* yk, int64_t hq, int64_t hk, float eps) {
+// shuffles always see the whole warp. Rows are read a.ldq and a.ldk elements apart; with Slots, k
+// goes to the cache row (slot, position) and v is copied beside it (RopeSlots), not to yk.
+template <class T>
+struct RopeKernelArgs {
+  const T *q, *k, *wq, *wk;
+  const int32_t* positions;
+  const float* inv_freq;
+  T *yq, *yk;
+  int64_t hq, hk, ldq, ldk;
+  float eps;
+  const T* v;
+  int64_t ldv;
+  T *k_cache, *v_cache;
+  const int32_t* slot;
+  int64_t S, C;
+};
+template <class T, int N, int G, bool Slots>
+__global__ void __launch_bounds__(kThreads) rmsnorm_rope_kernel(const RopeKernelArgs<T> a) {
   static_assert(N == Words16<T>::kElems && G >= 2 && G <= 32 && (G & (G - 1)) == 0, "one pack a lane");
   constexpr int hd = G * N, half = hd / 2, segs = kThreads / G;
   __shared__ float angles[hd];  // cos [half], then sin [half]
   const int seg = int(threadIdx.x) / G, lane = int(threadIdx.x) % G;
-  const int64_t row = blockIdx.x, heads = hq + hk;
+  const int64_t row = blockIdx.x, hq = a.hq, hk = a.hk, heads = hq + hk;
   const Words16<T> zero{make_uint4(0, 0, 0, 0)};
-  auto at = [&](int64_t h) { return (h < hq ? row * hq + h : row * hk + (h - hq)) * hd + lane * N; };
-  auto load_head = [&](int64_t h) { return h < heads ? load_words16((h < hq ? q : k) + at(h)) : zero; };
+  auto src = [&](int64_t h) {
+    return (h < hq ? a.q + row * a.ldq + h * hd : a.k + row * a.ldk + (h - hq) * hd) + lane * N;
+  };
+  auto load_head = [&](int64_t h) { return h < heads ? load_words16(src(h)) : zero; };
   // The first kPreloaded rounds' heads are loaded before the angles: the row's reads are in
   // flight while the position, the sincosf and the barrier complete (later rounds load in turn).
   constexpr int kPreloaded = 4;
   Words16<T> pre[kPreloaded];
 #pragma unroll
   for (int i = 0; i < kPreloaded; ++i) pre[i] = load_head(int64_t(i) * segs + seg);
-  const float pos = float(positions[row]);
-  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * inv_freq[i], &angles[half + i], &angles[i]);
+  const int32_t position = a.positions[row];
+  T* k_row;  // where the row's k heads go
+  bool k_kept = true;
+  if constexpr (Slots) {  // scatter_slot_rows' rule: a row outside the cache is not written
+    const int64_t sl = a.slot[row];
+    k_kept = sl >= 0 && sl < a.S && position >= 0 && position < a.C;
+    const int64_t at = k_kept ? (sl * a.C + position) * hk * hd : 0;
+    k_row = a.k_cache + at;
+    if (k_kept)
+      for (int64_t i = threadIdx.x; i < hk * hd / N; i += kThreads)
+        store_words16(a.v_cache + at + i * N, load_words16(a.v + row * a.ldv + i * N));
+  } else {
+    k_row = a.yk + row * hk * hd;
+  }
+  const float pos = float(position);
+  for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * a.inv_freq[i], &angles[half + i], &angles[i]);
   float wqf[N], wkf[N];
-  to_floats(load_words16(wq + lane * N), wqf);
-  to_floats(load_words16(wk + lane * N), wkf);
+  to_floats(load_words16(a.wq + lane * N), wqf);
+  to_floats(load_words16(a.wk + lane * N), wkf);
   __syncthreads();
   // rope.cu's Rotate::forward: y1 = x1 c - x2 s = fma(x1, c, x2 * -s) on the lane holding x1 (low),
   // y2 = x2 c + x1 s = fma(x1, s, x2 * c) on the other: out = fma(A, b, B * d) with A the partner's
@@ -127,7 +156,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < N; ++i) ss += f[i] * f[i];
 #pragma unroll
     for (int o = G / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float s = 1.0f / sqrtf(ss / float(hd) + eps);
+    const float s = 1.0f / sqrtf(ss / float(hd) + a.eps);
 #pragma unroll
     for (int i = 0; i < N; ++i) f[i] = f[i] * s * (is_q ? wqf[i] : wkf[i]);
     const Words16<T> mine = from_floats<T>(f);
@@ -136,13 +165,13 @@ __global__ void __launch_bounds__(kThreads)
     other.u.y = __shfl_xor_sync(0xffffffffu, mine.u.y, G / 2);
     other.u.z = __shfl_xor_sync(0xffffffffu, mine.u.z, G / 2);
     other.u.w = __shfl_xor_sync(0xffffffffu, mine.u.w, G / 2);
-    if (!on) return;
+    if (!on || !(is_q || k_kept)) return;
     float m[N], o[N];
     to_floats(mine, m);
     to_floats(other, o);
 #pragma unroll
     for (int i = 0; i < N; ++i) f[i] = __fmaf_rn(low ? m[i] : o[i], bc[i], __fmul_rn(low ? o[i] : m[i], dc[i]));
-    store_words16((is_q ? yq : yk) + at(h), from_floats<T>(f));
+    store_words16((is_q ? a.yq + (row * hq + h) * hd : k_row + (h - hq) * hd) + lane * N, from_floats<T>(f));
   };
 #pragma unroll
   for (int i = 0; i < kPreloaded; ++i)
@@ -150,24 +179,45 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t base = int64_t(kPreloaded) * segs; base < heads; base += segs) round(base + seg, load_head(base + seg));
 }
 
-template <class T, int N>
-bool launch_rmsnorm_rope(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
-                         const float* inv_freq, void* yq, void* yk, int64_t rows, int64_t hq, int64_t hk, int64_t hd,
-                         float eps, cudaStream_t s) {
-  if (hd % N != 0) return false;
+// The kernel's arguments (yk unused with slots, slots.k_cache set; else rows are contiguous).
+template <class T>
+RopeKernelArgs<T> rope_kernel_args(const void* q, const void* k, const void* wq, const void* wk,
+                                   const int32_t* positions, const float* inv_freq, void* yq, void* yk, int64_t hq,
+                                   int64_t hk, int64_t hd, float eps, const RopeSlots& slots) {
+  const bool into_slots = slots.k_cache != nullptr;
+  return {static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
+          positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, into_slots ? slots.ldq : hq * hd,
+          into_slots ? slots.ldk : hk * hd, eps, static_cast<const T*>(slots.v), slots.ldv,
+          static_cast<T*>(slots.k_cache), static_cast<T*>(slots.v_cache), slots.slot, slots.S, slots.C};
+}
+// Whether the fused kernel covers them: hd of 2 to 32 of T's packs, rows and pointers pack-aligned.
+template <class T>
+bool rope_kernel_fits(const RopeKernelArgs<T>& a, int64_t hd) {
+  constexpr int64_t N = Words16<T>::kElems;
+  const int64_t lanes = hd / N;
+  if (hd % N != 0 || lanes < 2 || lanes > 32 || (lanes & (lanes - 1)) != 0) return false;
+  if (a.ldq % N != 0 || a.ldk % N != 0 || a.ldv % N != 0) return false;
+  for (const void* p : {static_cast<const void*>(a.q), static_cast<const void*>(a.k), static_cast<const void*>(a.wq),
+                        static_cast<const void*>(a.wk), static_cast<const void*>(a.yq), static_cast<const void*>(a.yk),
+                        static_cast<const void*>(a.v), static_cast<const void*>(a.k_cache),
+                        static_cast<const void*>(a.v_cache)})
+    if (!aligned16(p)) return false;
+  return true;
+}
+template <class T>
+void launch_rope_kernel(const RopeKernelArgs<T>& a, int64_t rows, int64_t hd, cudaStream_t s) {
+  constexpr int N = Words16<T>::kElems;
   auto go = [&](auto g_tag) {
-    rmsnorm_rope_kernel<T, N, decltype(g_tag)::value><<<unsigned(rows), kThreads, 0, s>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(wq), static_cast<const T*>(wk),
-        positions, inv_freq, static_cast<T*>(yq), static_cast<T*>(yk), hq, hk, eps);
-    return true;
+    constexpr int G = decltype(g_tag)::value;
+    auto kernel = a.k_cache ? rmsnorm_rope_kernel<T, N, G, true> : rmsnorm_rope_kernel<T, N, G, false>;
+    kernel<<<unsigned(rows), kThreads, 0, s>>>(a);
   };
   switch (hd / N) {  // lanes a head: one pack a lane
     case 2: return go(std::integral_constant<int, 2>{});
     case 4: return go(std::integral_constant<int, 4>{});
     case 8: return go(std::integral_constant<int, 8>{});
     case 16: return go(std::integral_constant<int, 16>{});
-    case 32: return go(std::integral_constant<int, 32>{});
-    default: return false;
+    default: return go(std::integral_constant<int, 32>{});  // rope_kernel_fits admits no other
   }
 }
 }  // namespace
@@ -189,16 +239,41 @@ void rmsnorm_rope_forward(const void* q, const void* k, const void* wq, const vo
                           int64_t hd, float eps, void* stream) {
   if (rows == 0 || hd == 0 || hq + hk == 0) return;
   cudaStream_t s = as_stream(stream);
-  const bool aligned = aligned16(q) && aligned16(k) && aligned16(wq) && aligned16(wk) && aligned16(yq) && aligned16(yk);
-  const bool fused =
-      aligned && (bf16 ? launch_rmsnorm_rope<bf16_t, 8>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, hd, eps, s)
-                       : launch_rmsnorm_rope<float, 4>(q, k, wq, wk, positions, inv_freq, yq, yk, rows, hq, hk, hd, eps, s));
+  const bool fused = with_dtype(bf16, [&](auto t) {
+    using T = typename decltype(t)::type;
+    const RopeKernelArgs<T> a = rope_kernel_args<T>(q, k, wq, wk, positions, inv_freq, yq, yk, hq, hk, hd, eps, {});
+    if (!rope_kernel_fits(a, hd)) return false;
+    launch_rope_kernel(a, rows, hd, s);
+    return true;
+  });
   if (fused) return check_launch("rmsnorm_rope_forward");
   // Unfused: the norms into yq, yk, then the rotations in place (rope reads a pair before it writes it).
   rmsnorm_forward(q, wq, yq, bf16, nullptr, rows * hq, hd, eps, stream);
   rmsnorm_forward(k, wk, yk, bf16, nullptr, rows * hk, hd, eps, stream);
   rope_forward(yq, positions, inv_freq, yq, bf16, rows, hq, hd, stream);
   rope_forward(yk, positions, inv_freq, yk, bf16, rows, hk, hd, stream);
+}
+
+bool rmsnorm_rope_into_slots_fits(const void* q, const void* k, const void* wq, const void* wk, void* yq, bool bf16,
+                                  int64_t hq, int64_t hk, int64_t hd, const RopeSlots& slots) {
+  if (!slots.k_cache || !slots.v_cache || !slots.v || !slots.slot) return false;
+  return with_dtype(bf16, [&](auto t) {
+    using T = typename decltype(t)::type;
+    const RopeKernelArgs<T> a = rope_kernel_args<T>(q, k, wq, wk, nullptr, nullptr, yq, nullptr, hq, hk, hd, 0.0f, slots);
+    return rope_kernel_fits(a, hd);
+  });
+}
+
+void rmsnorm_rope_into_slots(const void* q, const void* k, const void* wq, const void* wk, const int32_t* positions,
+                             const float* inv_freq, void* yq, bool bf16, int64_t rows, int64_t hq, int64_t hk,
+                             int64_t hd, float eps, const RopeSlots& slots, void* stream) {
+  if (rows == 0) return;
+  with_dtype(bf16, [&](auto t) {
+    using T = typename decltype(t)::type;
+    launch_rope_kernel(rope_kernel_args<T>(q, k, wq, wk, positions, inv_freq, yq, nullptr, hq, hk, hd, eps, slots),
+                       rows, hd, as_stream(stream));
+  });
+  check_launch("rmsnorm_rope_into_slots");
 }
 
 }  // namespace dflash::kernels::cuda

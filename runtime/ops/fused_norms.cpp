@@ -1,10 +1,13 @@
 // Forward-only fusions for frozen models (the target under NoGrad): a residual add with the
-// RMSNorm after it, and the per-head q/k RMSNorm with the RoPE after it. Each returns exactly the
-// values of the unfused ops (add then rmsnorm; rmsnorm then rope), which stay the ops to use where
-// gradients flow: these record no backward and refuse inputs that need one.
+// RMSNorm after it, and the per-head q/k RMSNorm with the RoPE after it (also from a packed q|k|v
+// product into a slot KV cache). Each returns exactly the values of the unfused ops (add then
+// rmsnorm; rmsnorm then rope; split, rmsnorm_rope and the cache writes), which stay the ops to use
+// where gradients flow: these record no backward and refuse inputs that need one.
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/decode_ops.h"
+#include "runtime/ops.h"
 #include "runtime/ops/common.h"
 #ifdef DFLASH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
@@ -116,6 +119,65 @@ RopedQK rmsnorm_rope(const Tensor& q, const Tensor& k, const Tensor& q_weight, c
 #endif
   }
   return out;
+}
+
+Tensor rmsnorm_rope_into_slots(const Tensor& qkv, const Tensor& q_weight, const Tensor& k_weight, const Tensor& positions,
+                               const Tensor& inv_freq, const Tensor& slot, const Tensor& k_cache, const Tensor& v_cache,
+                               float eps) {
+  constexpr const char* kOp = "rmsnorm_rope_into_slots";
+  OpScope op(kOp);
+  check_same_device(kOp, {&qkv, &q_weight, &k_weight, &positions, &inv_freq, &slot, &k_cache, &v_cache});
+  DF_CHECK(k_cache.ndim() == 4 && v_cache.shape() == k_cache.shape() && k_cache.dtype() == qkv.dtype() &&
+               v_cache.dtype() == qkv.dtype(),
+           kOp << ": k_cache " << k_cache.describe() << " and v_cache " << v_cache.describe()
+               << " must be [S, C, nkv, hd], of one shape and of qkv's dtype (qkv is " << qkv.describe() << ")");
+  const int64_t nkv = k_cache.dim(2), hd = k_cache.dim(3);
+  DF_CHECK(qkv.ndim() == 2 && hd > 0 && qkv.dim(1) > 2 * nkv * hd && (qkv.dim(1) - 2 * nkv * hd) % hd == 0,
+           kOp << ": qkv is " << qkv.describe() << " but must be [n, (nh + 2 * " << nkv << ") * " << hd
+               << "]: q's, k's and v's columns, for the caches' " << nkv << " kv heads of dim " << hd);
+  const int64_t n = qkv.dim(0), W = qkv.dim(1), nh = (W - 2 * nkv * hd) / hd;
+  for (const Tensor* t : {&slot, &positions})
+    DF_CHECK(t->dtype() == DType::i32 && t->ndim() == 1 && t->dim(0) == n,
+             kOp << ": " << (t == &slot ? "slot" : "positions") << " is " << t->describe() << " but must be i32 [" << n
+                 << "], one entry a row of qkv");
+  refuse_grad(kOp, {&qkv, &q_weight, &k_weight, &inv_freq},
+              "ops::split_columns, ops::rmsnorm_rope and ops::scatter_slot_rows_");
+  // The unfused ops (they check the norms' and the rope's arguments): on the CPU, and on CUDA where
+  // the fused kernel does not cover the head dim or an alignment.
+  auto unfused = [&] {
+    const std::vector<Tensor> parts = split_columns(qkv, {nh * hd, nkv * hd, nkv * hd});
+    RopedQK qk = rmsnorm_rope(parts[0].reshape({n, nh, hd}), parts[1].reshape({n, nkv, hd}), q_weight, k_weight,
+                              positions, inv_freq, eps);
+    scatter_slot_rows_(k_cache, qk.k, slot, positions);
+    scatter_slot_rows_(v_cache, parts[2].reshape({n, nkv, hd}), slot, positions);
+    return qk.q;
+  };
+  if (on_cpu()) return unfused();
+#ifdef DFLASH_CUDA
+  check_norm_args(kOp, k_cache, q_weight, eps, "a cache's heads", "q_weight");
+  check_norm_args(kOp, k_cache, k_weight, eps, "a cache's heads", "k_weight");
+  check_dtype(kOp, inv_freq, DType::f32, "inv_freq");
+  DF_CHECK(hd % 2 == 0 && inv_freq.ndim() == 1 && inv_freq.dim(0) == hd / 2,
+           kOp << ": inv_freq is " << inv_freq.describe() << " but the head dim is " << hd << "; inv_freq must be ["
+               << hd / 2 << "] (one frequency per rotated pair) and the head dim even");
+  Tensor q = Tensor::empty({n, nh, hd}, qkv.dtype());  // (n, nh, hd)
+  const size_t esize = dtype_size(qkv.dtype());
+  const char* base = static_cast<const char*>(qkv.raw());
+  const void *pk = base + size_t(nh * hd) * esize, *pv = base + size_t((nh + nkv) * hd) * esize;
+  const kernels::cuda::RopeSlots slots{W, W, pv, W, k_cache.raw(), v_cache.raw(), i32(slot), k_cache.dim(0),
+                                       k_cache.dim(1)};
+  if (!kernels::cuda::rmsnorm_rope_into_slots_fits(qkv.raw(), pk, q_weight.raw(), k_weight.raw(), q.raw(), bf16(qkv),
+                                                   nh, nkv, hd, slots))
+    return unfused();
+  note_io({&qkv, &q_weight, &k_weight}, {&q});
+  if (void* st = ctx().cuda_stream_for_launch())
+    kernels::cuda::rmsnorm_rope_into_slots(qkv.raw(), pk, q_weight.raw(), k_weight.raw(), i32(positions),
+                                           f32(inv_freq), q.raw(), bf16(qkv), n, nh, nkv, hd, eps, slots, st);
+  return q;
+#else
+  no_cuda_kernel(kOp);
+  return {};
+#endif
 }
 
 }  // namespace dflash::ops
