@@ -196,6 +196,14 @@ TEST_SUITE("launch") {
                          Error);
   }
 
+  TEST_CASE("the refusal of a launched process without NCCL names its rank, world and launcher, and the fix") {
+    LaunchInfo l;
+    l.launcher = "slurm", l.rank = 3, l.world = 4;
+    const std::string m = ProcessGroup::refusal_without_nccl(l);
+    CHECK(m.find("this process is SLURM_PROCID=3 of SLURM_NTASKS=4 (srun), but this build has no NCCL") == 0);
+    CHECK(m.find("fix: build on a machine with the CUDA toolkit and NCCL") != std::string::npos);
+  }
+
 #ifndef DFLASH_NCCL
   TEST_CASE("a launched process in a build without NCCL is refused, naming its rank, world and launcher") {
     LaunchInfo l;

@@ -12,14 +12,18 @@
 
 namespace dflash {
 
+std::string ProcessGroup::refusal_without_nccl(const LaunchInfo& launch) {
+  return "this process is " + launch.describe() +
+         ", but this build has no NCCL: the processes of a run meet through NCCL on GPUs; fix: build on a machine "
+         "with the CUDA toolkit and NCCL, or start one process without a launcher";
+}
+
 std::unique_ptr<ProcessGroup> ProcessGroup::join(const Config& cfg, const LaunchInfo& launch,
                                                  const std::function<void(const std::string&)>& log, bool with_nccl) {
 #ifndef DFLASH_NCCL
   (void)log;
   (void)with_nccl;
-  DF_FAIL("this process is " << launch.describe() << ", but this build has no NCCL: the processes of a run meet "
-                             << "through NCCL on GPUs; fix: build on a machine with the CUDA toolkit and NCCL, or "
-                             << "start one process without a launcher");
+  DF_FAIL(refusal_without_nccl(launch));
 #else
   auto pg = std::unique_ptr<ProcessGroup>(new ProcessGroup());
   pg->launch_ = launch;

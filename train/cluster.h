@@ -39,6 +39,8 @@ class ProcessGroup {
   // exchange nothing but their file lists).
   static std::unique_ptr<ProcessGroup> join(const Config& cfg, const LaunchInfo& launch,
                                             const std::function<void(const std::string&)>& log, bool with_nccl = true);
+  // What join says to a launched process in a build without NCCL (naming its rank, world and launcher).
+  static std::string refusal_without_nccl(const LaunchInfo& launch);
   ~ProcessGroup();
   ClusterSpec spec() const;
   Coordinator& coordinator() { return *rendezvous_; }
