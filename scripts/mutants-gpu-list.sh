@@ -47,8 +47,8 @@ mutant "GPU rope backward: rotates by +angle, not -angle" "-ts=gpu-kernels,gpu-o
   'y1 = __fadd_rn(y1, __fmaf_rn(d1, cs, __fmul_rn(d2, sn)));' \
   'y1 = __fadd_rn(y1, __fmaf_rn(d1, cs, -__fmul_rn(d2, sn)));'
 mutant "GPU fused rmsnorm_rope: cos and sin tables swapped" "-ts=gpu-ops -tc=fused*" \
-  'sincosf(pos * inv_freq[i], &angles[half + i], &angles[i]);' \
-  'sincosf(pos * inv_freq[i], &angles[i], &angles[half + i]);'
+  'sincosf(pos * a.inv_freq[i], &angles[half + i], &angles[i]);' \
+  'sincosf(pos * a.inv_freq[i], &angles[i], &angles[half + i]);'
 mutant "GPU swiglu: sigmoid of a negative gate taken as of its magnitude" "-ts=gpu-ops,gpu-kernels -tc=swiglu*" \
   'return v >= 0.0f ? r : e * r;' \
   'return v >= 0.0f ? r : r;'
