@@ -115,24 +115,26 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_rope_kernel(const RopeKernel
 #pragma unroll
   for (int i = 0; i < kPreloaded; ++i) pre[i] = load_head(int64_t(i) * segs + seg);
   const int32_t position = a.positions[row];
-  T* k_row;  // where the row's k heads go
+  T* k_row = a.yk + row * hk * hd;  // where the row's k heads go
+  int64_t at = 0;                    // with Slots: the cache row's offset
   bool k_kept = true;
   if constexpr (Slots) {  // scatter_slot_rows' rule: a row outside the cache is not written
     const int64_t sl = a.slot[row];
     k_kept = sl >= 0 && sl < a.S && position >= 0 && position < a.C;
-    const int64_t at = k_kept ? (sl * a.C + position) * hk * hd : 0;
+    at = k_kept ? (sl * a.C + position) * hk * hd : 0;
     k_row = a.k_cache + at;
-    if (k_kept)
-      for (int64_t i = threadIdx.x; i < hk * hd / N; i += kThreads)
-        store_words16(a.v_cache + at + i * N, load_words16(a.v + row * a.ldv + i * N));
-  } else {
-    k_row = a.yk + row * hk * hd;
   }
   const float pos = float(position);
   for (int i = threadIdx.x; i < half; i += kThreads) sincosf(pos * a.inv_freq[i], &angles[half + i], &angles[i]);
   float wqf[N], wkf[N];
   to_floats(load_words16(a.wq + lane * N), wqf);
   to_floats(load_words16(a.wk + lane * N), wkf);
+  // v's copy stores after every load above is issued: a store the compiler must assume aliases a
+  // later load would hold that load until the store completes.
+  if constexpr (Slots)
+    if (k_kept)
+      for (int64_t i = threadIdx.x; i < hk * hd / N; i += kThreads)
+        store_words16(a.v_cache + at + i * N, load_words16(a.v + row * a.ldv + i * N));
   __syncthreads();
   // rope.cu's Rotate::forward: y1 = x1 c - x2 s = fma(x1, c, x2 * -s) on the lane holding x1 (low),
   // y2 = x2 c + x1 s = fma(x1, s, x2 * c) on the other: out = fma(A, b, B * d) with A the partner's

@@ -23,6 +23,14 @@ void refuse_grad(const char* op, std::initializer_list<const Tensor*> inputs, co
                                    << " where gradients flow");
 }
 
+// inv_freq for rotate-half rope over heads of dim hd: f32 [hd / 2], one frequency a rotated pair.
+void check_inv_freq(const char* op, const Tensor& inv_freq, int64_t hd) {
+  check_dtype(op, inv_freq, DType::f32, "inv_freq");
+  DF_CHECK(hd % 2 == 0 && inv_freq.ndim() == 1 && inv_freq.dim(0) == hd / 2,
+           op << ": inv_freq is " << inv_freq.describe() << " but the head dim is " << hd << "; inv_freq must be ["
+              << hd / 2 << "] (one frequency per rotated pair) and the head dim even");
+}
+
 void check_norm_args(const char* op, const Tensor& x, const Tensor& weight, float eps, const char* x_role,
                      const char* w_role) {
   check_float_dtype(op, x, x_role);
@@ -87,10 +95,7 @@ RopedQK rmsnorm_rope(const Tensor& q, const Tensor& k, const Tensor& q_weight, c
   check_norm_args("rmsnorm_rope", q, q_weight, eps, "q", "q_weight");
   check_norm_args("rmsnorm_rope", k, k_weight, eps, "k", "k_weight");
   check_dtype("rmsnorm_rope", positions, DType::i32, "positions");
-  check_dtype("rmsnorm_rope", inv_freq, DType::f32, "inv_freq");
-  DF_CHECK(inv_freq.ndim() == 1 && inv_freq.dim(0) == hd / 2,
-           "rmsnorm_rope: inv_freq is " << inv_freq.describe() << " but the head dim is " << hd << "; inv_freq must be ["
-                                        << hd / 2 << "] (one frequency per rotated pair)");
+  check_inv_freq("rmsnorm_rope", inv_freq, hd);
   DF_CHECK(positions.numel() == rows, "rmsnorm_rope: positions " << positions.describe() << " hold "
                                                                  << positions.numel() << " positions but q "
                                                                  << q.describe() << " has " << rows
@@ -156,10 +161,7 @@ Tensor rmsnorm_rope_into_slots(const Tensor& qkv, const Tensor& q_weight, const 
 #ifdef DFLASH_CUDA
   check_norm_args(kOp, k_cache, q_weight, eps, "a cache's heads", "q_weight");
   check_norm_args(kOp, k_cache, k_weight, eps, "a cache's heads", "k_weight");
-  check_dtype(kOp, inv_freq, DType::f32, "inv_freq");
-  DF_CHECK(hd % 2 == 0 && inv_freq.ndim() == 1 && inv_freq.dim(0) == hd / 2,
-           kOp << ": inv_freq is " << inv_freq.describe() << " but the head dim is " << hd << "; inv_freq must be ["
-               << hd / 2 << "] (one frequency per rotated pair) and the head dim even");
+  check_inv_freq(kOp, inv_freq, hd);
   Tensor q = Tensor::empty({n, nh, hd}, qkv.dtype());  // (n, nh, hd)
   const size_t esize = dtype_size(qkv.dtype());
   const char* base = static_cast<const char*>(qkv.raw());
