@@ -497,6 +497,12 @@ mutant "heuristics: dq fused while the draft CTAs' phase is up to 30 % of the co
 mutant "heuristics: dk/dv chunks by TMA where a chunk holds several blocks" "-ts=heuristics" \
   'c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() == 64 &&' \
   'c.tma_chunks = c.dkdv == Dkdv::ws && !f.no_tma && s.rows_per_kv() >= 64 &&'
+mutant "heuristics: slot attention's slices by the keys alone, not filling the GPU at small batches" "-ts=heuristics" \
+  'return int(std::clamp<int64_t>(std::max(by_keys, std::min(to_fill, most)), 1, kSlotMaxSlices));' \
+  'return int(std::clamp<int64_t>(std::max(by_keys, std::min(int64_t(1), most)), 1, kSlotMaxSlices));'
+mutant "heuristics: slot attention's slices as thin as the fill asks, below 32 cache rows" "-ts=heuristics" \
+  'const int64_t to_fill = (2 * int64_t(sms) + pairs - 1) / pairs, most = C / kSlotMinKeysPerSlice;' \
+  'const int64_t to_fill = (2 * int64_t(sms) + pairs - 1) / pairs, most = C;'
 mutant "heuristics: CE rows by thread-block clusters on compute capability 10.0 and 12.0" "-ts=heuristics" \
   'if (const char* no = d.sm90_unavailable()) return {0, no};' \
   'if (d.major < 9) return {0, "no clusters"};'

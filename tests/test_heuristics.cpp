@@ -1,9 +1,9 @@
 // kernels/heuristics.h on the CPU (pure functions of the device and the shapes): which attention
 // kernels, dk/dv and dq modes and TMA loads each rule chooses on an H100 and elsewhere, what a
 // test's forcing may and may not reach, the lm_head + CE rows' cluster sizes, the target
-// attention's rule, every family on compute capabilities 8.0 to 12.0 with and without the Hopper
-// kernels built and with runtime.kernels = "portable", and the startup table's lines. The kernels
-// themselves: the gpu-* suites.
+// attention's rule, slot attention's key slices, every family on compute capabilities 8.0 to 12.0
+// with and without the Hopper kernels built and with runtime.kernels = "portable", and the startup
+// table's lines. The kernels themselves: the gpu-* suites.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -121,6 +121,21 @@ TEST_SUITE("heuristics") {
     CHECK(heur::ce_rows(kH100, 200, true, true, 80).cluster == 5);
     CHECK(heur::ce_rows(kH100, 151936, true, true, 98304).cluster == 4);
     CHECK(heur::ce_rows(kH100, 320, true, true, 0).cluster == 0);
+  }
+
+  TEST_CASE("slot attention: a key slice a 256 cache rows; small batches more slices, down to 32 rows each") {
+    // Qwen3-8B's 8 kv heads on 132 SMs, a cache of 1024 positions: 4 slices by the keys.
+    CHECK(heur::slot_attention_slices(32, 8, 1024, 132) == 4);   // 256 pairs: the grid fills the GPU
+    CHECK(heur::slot_attention_slices(128, 8, 1024, 132) == 4);
+    CHECK(heur::slot_attention_slices(1, 8, 1024, 132) == 32);   // 8 pairs: 33 would fill twice, 32 rows each
+    CHECK(heur::slot_attention_slices(4, 8, 1024, 132) == 9);    // 32 pairs: ceil(264 / 32)
+    CHECK(heur::slot_attention_slices(8, 8, 1024, 132) == 5);    // 64 pairs: ceil(264 / 64)
+    CHECK(heur::slot_attention_slices(1, 8, 1024, 108) == 27);   // 108 SMs: ceil(216 / 8)
+    CHECK(heur::slot_attention_slices(1, 8, 96, 132) == 3);      // a short cache: 32 rows a slice at least
+    CHECK(heur::slot_attention_slices(1, 8, 16, 132) == 1);      // shorter than one slice's least
+    CHECK(heur::slot_attention_slices(32, 8, 4096, 132) == 16);  // long caches: by the keys
+    CHECK(heur::slot_attention_slices(32, 8, 65536, 132) == 32); // at most 32
+    CHECK(heur::slot_attention_slices(0, 8, 1024, 132) == 32);   // no rows: as one pair
   }
 
   TEST_CASE("target attention: cuDNN for auto where the build has it; cudnn and own as named") {

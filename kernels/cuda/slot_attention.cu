@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/generate_kernels.h"
+#include "kernels/heuristics.h"
 
 namespace dflash::kernels::cuda {
 
@@ -20,8 +21,6 @@ namespace {
 
 constexpr int kWarps = 4;  // per CTA, each over its own blocks of keys
 constexpr int kThreads = kWarps * 32;
-constexpr int64_t kKeysPerSlice = 256;  // cache rows per key slice (sets the slice count)
-constexpr int kMaxSlices = 32;
 
 struct Geometry {
   int64_t n, nh, nkv, hd, S, C, group, chunks, slices;
@@ -228,9 +227,8 @@ void launch_heads(const SlotAttentionArgs& a, Geometry& G, cudaStream_t s) {
 
 }  // namespace
 
-int slot_attention_splits(int64_t C) {
-  const int64_t s = (C + kKeysPerSlice - 1) / kKeysPerSlice;
-  return int(s < 1 ? 1 : (s > kMaxSlices ? kMaxSlices : s));
+int slot_attention_splits(int64_t n, int64_t nkv, int64_t C) {
+  return heuristics::slot_attention_slices(n, nkv, C, sm_count());
 }
 
 void slot_attention_forward(const SlotAttentionArgs& a, void* stream) {
@@ -241,7 +239,7 @@ void slot_attention_forward(const SlotAttentionArgs& a, void* stream) {
   Geometry G;
   G.n = a.n, G.nh = a.nh, G.nkv = a.nkv, G.hd = a.hd, G.S = a.S, G.C = a.C, G.scale = a.scale;
   G.group = a.nh / a.nkv;
-  G.slices = slot_attention_splits(a.C);
+  G.slices = slot_attention_splits(a.n, a.nkv, a.C);
   if (!aligned16(a.k) || !aligned16(a.v))
     throw std::runtime_error("slot_attention: the key and value caches must start at 16-byte aligned addresses "
                              "(whole tensors are; pass the cache itself, not an offset view)");
