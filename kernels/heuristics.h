@@ -231,8 +231,10 @@ inline int causal_m_tiles(const Device& d, int64_t hd) {
 
 // The key slices a (row, kv head) pair's keys split over (flash-decoding): one a 256 cache rows, at
 // most 32. A grid of pairs too small to fill the SMs twice over (small batches: one row has 8 pairs
-// at Qwen3-8B's 8 kv heads) takes more, down to 32 cache rows a slice: one 8-key block for each of a
-// CTA's four warps. The scratch and the launch both take this count.
+// at Qwen3-8B's 8 kv heads) takes more, down to 32 cache rows a slice: the kernel's key blocks are 8
+// keys or fewer, so each of a CTA's four warps still has a whole block (one 8-key block at head dims up
+// to 128 and up to 4 query heads a warp, two 4-key blocks at head dim 256). The scratch and the launch
+// both take this count.
 inline constexpr int64_t kSlotKeysPerSlice = 256, kSlotMinKeysPerSlice = 32, kSlotMaxSlices = 32;
 inline int slot_attention_slices(int64_t rows, int64_t nkv, int64_t C, int sms) {
   const int64_t pairs = std::max<int64_t>(rows * nkv, 1), by_keys = (C + kSlotKeysPerSlice - 1) / kSlotKeysPerSlice;

@@ -14,10 +14,10 @@ namespace dflash::kernels::cuda {
 // of keys at a time, so each slot's keys and values are read once per step, and a second kernel
 // merges the slices. q, out [n, nh, hd]; k, v [S, C, nkv, hd]; one dtype (bf16 flag). hd % 8 == 0,
 // hd <= kSlotAttentionMaxHeadDim, nh / nkv <= kSlotAttentionMaxGroup. Scratch: partial_o f32
-// [splits, n, nh, hd] and partial_ml f32 [splits, n, nh, 2], splits = slot_attention_splits(n, nkv, C).
+// [splits, n, nh, hd] and partial_ml f32 [splits, n, nh, 2], splits = slot_attention_slices(n, nkv, C).
 inline constexpr int64_t kSlotAttentionMaxHeadDim = 256;
 inline constexpr int64_t kSlotAttentionMaxGroup = 16;
-int slot_attention_splits(int64_t n, int64_t nkv, int64_t C);
+int slot_attention_slices(int64_t n, int64_t nkv, int64_t C);
 struct SlotAttentionArgs {
   const void* q;
   const void* k;

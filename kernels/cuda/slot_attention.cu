@@ -227,7 +227,7 @@ void launch_heads(const SlotAttentionArgs& a, Geometry& G, cudaStream_t s) {
 
 }  // namespace
 
-int slot_attention_splits(int64_t n, int64_t nkv, int64_t C) {
+int slot_attention_slices(int64_t n, int64_t nkv, int64_t C) {
   return heuristics::slot_attention_slices(n, nkv, C, sm_count());
 }
 
@@ -239,7 +239,7 @@ void slot_attention_forward(const SlotAttentionArgs& a, void* stream) {
   Geometry G;
   G.n = a.n, G.nh = a.nh, G.nkv = a.nkv, G.hd = a.hd, G.S = a.S, G.C = a.C, G.scale = a.scale;
   G.group = a.nh / a.nkv;
-  G.slices = slot_attention_splits(a.n, a.nkv, a.C);
+  G.slices = slot_attention_slices(a.n, a.nkv, a.C);
   if (!aligned16(a.k) || !aligned16(a.v))
     throw std::runtime_error("slot_attention: the key and value caches must start at 16-byte aligned addresses "
                              "(whole tensors are; pass the cache itself, not an offset view)");

@@ -53,7 +53,7 @@ Tensor slot_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   DF_CHECK(nh / nkv <= kernels::cuda::kSlotAttentionMaxGroup,
            kOp << ": " << nh / nkv << " query heads per kv head; the CUDA kernel takes at most "
                << kernels::cuda::kSlotAttentionMaxGroup);
-  const int64_t splits = kernels::cuda::slot_attention_splits(n, nkv, C);
+  const int64_t splits = kernels::cuda::slot_attention_slices(n, nkv, C);
   Tensor partial_o = Tensor::empty({splits, n, nh, hd}, DType::f32);  // (splits, n, nh, hd)
   Tensor partial_ml = Tensor::empty({splits, n, nh, 2}, DType::f32);  // (splits, n, nh, {max, sum})
   if (void* st = ctx().cuda_stream_for_launch())

@@ -24,7 +24,13 @@ echo $$ >"$dump/pid.$rank"
 echo '{"persistent_bytes": 1000}' >"$dump/startup.json"
 term=0
 trap 'term=1' TERM INT
-sleep 0.3  # every rank has written its pid
+started() {  # every rank of this run has written its pid (a file left by a killed run names a dead one)
+  local r p
+  for r in $(seq 0 $((world - 1))); do
+    p=$(cat "$dump/pid.$r" 2>/dev/null) && kill -0 "$p" 2>/dev/null || return 1
+  done
+}
+for _ in $(seq 250); do started && break; sleep 0.02; done  # 5 s at most; a rank still missing then is gone
 fail() { [ -f "$dump/failure" ] || echo "dflash-train: error: $1" >"$dump/failure"; cat "$dump/failure"; exit 1; }
 peers_ok() {  # a peer that is gone without finishing ends this rank
   [ "${FAKE_IGNORE_DEATH:-0}" = 1 ] && return 0
