@@ -82,6 +82,6 @@ int bench_target(const std::string& model, const std::vector<int64_t>& seqs, int
 // dflash-bench generate (apps/bench_generate.cpp): batched decoding's step at each batch and cache length;
 // with profile (`dflash-bench profile --generate`), the per-op table of that step instead.
 int bench_generate(const std::string& model, const std::vector<int64_t>& batches, const std::vector<int64_t>& contexts,
-                   int steps, bool cuda, bool profile = false);
+                   int steps, bool cuda, bool profile = false, bool gemm_tuning = false);
 
 }  // namespace dflash

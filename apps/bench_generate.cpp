@@ -42,7 +42,7 @@ TargetSpec generate_bench_target(const std::string& name) {
 }  // namespace
 
 int bench_generate(const std::string& model, const std::vector<int64_t>& batches, const std::vector<int64_t>& contexts,
-                   int steps, bool cuda, bool profile) {
+                   int steps, bool cuda, bool profile, bool gemm_tuning) {
   const Device dev = cuda ? Device::cuda(0) : Device::cpu();
   const TargetSpec ts = generate_bench_target(model);
   Context weights(dev);
@@ -74,8 +74,10 @@ int bench_generate(const std::string& model, const std::vector<int64_t>& batches
     // then twice `steps`: one timed pass, one under CUPTI); each commits a token a slot.
     o.capacity = longest + (profile ? 2 * int64_t(steps) + 3 : int64_t(steps)) + 72;
     o.prefill_chunk = profile ? 64 : 512;
+    o.gemm_tuning = gemm_tuning;
     if (profile) o.profile = &log;
     BatchGenerator gen(dev, *target, o, available_memory_bytes(dev));
+    if (gemm_tuning && gen.engine()) std::printf("batch %lld: %s\n", (long long)batch, gen.engine()->gemm_tuning_summary().c_str());
     if (profile) {
       bool ok = true;
       for (int64_t L : contexts) {

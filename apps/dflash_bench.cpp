@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
     if (cmd == "profile" && generate) {
       if (contexts.empty()) contexts = {768};
       if (batches.empty()) batches = {32};
-      return bench_generate(model, batches, contexts, replays, cuda, true);
+      return bench_generate(model, batches, contexts, replays, cuda, true, ck.gemm_tuning);
     }
     if (cmd == "profile" && target) {
       if (seqs.empty()) seqs = {4096};
@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") {
       if (contexts.empty()) contexts = {512, 2048};
       if (batches.empty()) batches = {32, 128};
-      return bench_generate(model, batches, contexts, steps, cuda);
+      return bench_generate(model, batches, contexts, steps, cuda, false, ck.gemm_tuning);
     }
     if (cmd == "gemms") {
       if (buckets.empty()) buckets = {{4096, 512, 1}};
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
                  "       dflash-bench spec [--cuda] [--model=qwen3-8b|small] [--context=N ...] [--steps=N]\n"
                  "                         speculative decoding: one round and one target-alone step (random weights)\n"
                  "       dflash-bench generate [--cuda] [--model=qwen3-8b|small] [--batch=B ...] [--context=N ...] [--steps=N]\n"
-                 "                         batched decoding (dflash-train generate): the decode step against its bandwidth\n"
+                 "                         [--gemm-tuning] batched decoding (dflash-train generate): the decode step against its bandwidth\n"
                  "                         floor, then a whole run of 2 x B prompts (random weights)\n"
 
                  "       dflash-bench multi --gpus=N [--model=M] [--bucket=SEQ:ANCHORS] [--steps=N] [--overlap [--bf16]]\n"

@@ -67,6 +67,7 @@ BatchGenerator::BatchGenerator(Device device, const Target& target, const Genera
   engine_->add("generate/step", Bucket{1, 0, S}, [this](bool) { step_body(); }, false);
   ProfileLog* const labels = o.profile;  // the programs' kernels labelled for a profile
   ctx_->attach_profile(labels);
+  ctx_->set_gemm_tuning(o.gemm_tuning && device.is_cuda());
   engine_->build(available_bytes);
   ctx_->attach_profile(nullptr);
   prefill_ = &engine_->program("generate/prefill");

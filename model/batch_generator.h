@@ -27,6 +27,7 @@ struct GenerateOptions {
   int64_t capacity = 0;        // positions per slot: at least a request's prompt + max_new
   int64_t prefill_chunk = 64;  // P: prompt rows per prefill program
   bool graphs = true;          // record the programs (false: run every pass eagerly)
+  bool gemm_tuning = false;    // CUDA, with graphs: time cuBLASLt's algorithms per GEMM shape before recording
   float temperature = 0;       // 0: greedy
   float top_p = 1;             // (0, 1]
   int64_t top_k = 0;           // 0: no cut
