@@ -77,7 +77,8 @@ int bench_generate(const std::string& model, const std::vector<int64_t>& batches
     o.gemm_tuning = gemm_tuning;
     if (profile) o.profile = &log;
     BatchGenerator gen(dev, *target, o, available_memory_bytes(dev));
-    if (gemm_tuning && gen.engine()) std::printf("batch %lld: %s\n", (long long)batch, gen.engine()->gemm_tuning_summary().c_str());
+    if (gen.engine() && !gen.engine()->gemm_tuning_summary().empty())  // tuned: on a GPU, with --gemm-tuning
+      std::printf("batch %lld: %s\n", (long long)batch, gen.engine()->gemm_tuning_summary().c_str());
     if (profile) {
       bool ok = true;
       for (int64_t L : contexts) {
