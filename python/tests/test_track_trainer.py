@@ -31,9 +31,15 @@ def command(tmp, steps, *extra):
             "--metrics.progress=false", "--metrics.wandb_mode=offline", *extra]
 
 
-def records(dump):
-    with open(dump / "metrics.jsonl") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def records(dump, growing=False):
+    """metrics.jsonl's records. While the trainer runs, a read may land in the middle of an append, and a
+    SIGKILL may cut one short (the resume repairs it): growing leaves a last line without its newline out.
+    Once a run has ended by itself, there is none."""
+    text = (dump / "metrics.jsonl").read_text()
+    if growing:
+        text = text[:text.rfind("\n") + 1]
+    assert text == "" or text.endswith("\n"), f"metrics.jsonl ends in a torn line: {text[-200:]!r}"
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def train_steps(recs):
@@ -63,16 +69,17 @@ def test_killed_and_resumed_run_gives_each_tracker_every_step_once(tmp_path):
     end = time.time() + 120
     # Kill it after the checkpoint at step 20 and the eval at step 30 are written, before the end.
     while first.poll() is None and time.time() < end:
-        if (dump / "metrics.jsonl").exists() and max(train_steps(records(dump)), default=0) >= 35:
+        if (dump / "metrics.jsonl").exists() and max(train_steps(records(dump, growing=True)), default=0) >= 35:
             first.send_signal(signal.SIGKILL)
             break
         time.sleep(0.005)
     assert first.wait(timeout=30) == -signal.SIGKILL, (tmp_path / "first.log").read_text()
-    killed_at = max(train_steps(records(dump)))
+    # A kill can land inside an append and leave a torn last line; the resume repairs it.
+    killed_at = max(train_steps(records(dump, growing=True)))
     assert 35 <= killed_at < 120, f"killed at step {killed_at}: too late to test a resume"
     assert (dump / "checkpoints" / "step-20").is_dir()
 
-    before = records(dump)
+    before = records(dump, growing=True)
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed from" in second.stdout
