@@ -47,8 +47,8 @@ TEST_SUITE("gpu-generate") {
     REQUIRE_GPU();
     Backends b;
     for (DType dt : {DType::f32, DType::bf16})
-      // Every kernel shape the launch picks: 1 to 16 query heads a warp, head dims 32 to 256, a head
-      // dim padded to the next power of two with fewer real heads than the warp takes (96: 6 of 8).
+      // Query heads a warp from 1 to 16 and head dims 32 to 256 (not every pairing), and a head dim
+      // padded to the next power of two with fewer real heads than the warp takes (96: 6 of 8).
       for (auto [nh, nkv, hd] : {std::tuple{4, 4, 64}, std::tuple{8, 2, 128}, std::tuple{32, 8, 128},
                                  std::tuple{16, 1, 32}, std::tuple{12, 2, 96}, std::tuple{8, 4, 256},
                                  std::tuple{32, 2, 64}}) {
