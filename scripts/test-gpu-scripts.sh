@@ -71,7 +71,9 @@ run() {  # run NAME WANT_RC SCRIPT ARGS...: one run of a script in the stand-in 
   local rc=$?
   [ "$rc" = "$want" ] || { fail "$name: exit status $rc, wanted $want"; tail -n 15 "$tmp/$name.out"; }
 }
-run all 0 scripts/gpu-test.sh build suites memcheck racecheck initcheck synccheck inventory coverage multi-gpu
+echo 'import sys; assert "--dflash-train" in sys.argv; print("{\"check\": \"hf-generate-gpu\", \"failures\": 0}")' \
+  >"$tmp/tree/scripts/anchors/hf_generate_gpu_check.py"
+run all 0 scripts/gpu-test.sh build suites generate-hf memcheck racecheck initcheck synccheck inventory coverage multi-gpu
 grep -q 'every kernel function runs under every tool' "$tmp/all.out" || fail "all: coverage did not pass"
 grep -q 'multi-gpu: skipped, one GPU' "$tmp/out-all/multi-gpu.log" || fail "all: multi-gpu not skipped on one GPU"
 grep -q -- '-DDFLASH_CUDA_ARCHS=90a$' "$tmp/out-all/cmake-calls" || fail "all: build not configured for the GPU's 90a"
