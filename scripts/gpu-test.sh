@@ -29,7 +29,7 @@ steps_table=(
   "suites|every GPU suite: dflash-tests --test-suite='gpu*' (the gpu2* suites only with two GPUs or more)"
   "cpu-suites|the CPU suites, in the CUDA build, on the GPU host"
   "tiny-job|the default job (configs/tiny.toml) trained on the GPU"
-  "generate-hf|greedy dflash-train generate (bf16) against HF transformers' generate on a random Qwen3 at Qwen3-8B dims that transformers writes (scripts/anchors/hf_generate_gpu_check.py; the host's python3 with torch)"
+  "generate-hf|greedy dflash-train generate (bf16) and HF transformers' own bf16 generate, each against float32 arithmetic on the same random Qwen3 at Qwen3-8B dims that transformers writes (scripts/anchors/hf_generate_gpu_check.py; the host's python3 with torch)"
   "memcheck|compute-sanitizer memcheck over the GPU suites, in parts: $(parts_of memcheck)"
   "racecheck|racecheck, every report judged (only cuBLAS's own kernels may draw one), in parts: $(parts_of racecheck)"
   "initcheck|initcheck, in parts: $(parts_of initcheck)"
@@ -152,7 +152,7 @@ step_tiny_job() {  # the default job on the GPU: data, target, training, eval
     --data.train="$w/data/train.jsonl" --data.eval="$w/data/eval.jsonl" --eval.spec_prompts="$w/data/eval.jsonl" \
     --checkpoint.every=0 --metrics.progress=false
 }
-step_generate_hf() {  # greedy outputs against HF's, free-running and teacher-forced; batch 1 against batch 3
+step_generate_hf() {  # greedy outputs against exact arithmetic, free-running and teacher-forced, beside HF's bf16; batch 1 against batch 3
   timeout 590 python3 scripts/anchors/hf_generate_gpu_check.py --dflash-train ./build/dflash-train
 }
 step_inventory() {  # the kernels the one-GPU suites launch (DFLASH_KERNEL_INVENTORY), in $out/inventory/all,
