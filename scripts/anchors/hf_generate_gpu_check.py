@@ -81,7 +81,6 @@ def run_ours(dflash_train, work, target, prompts, max_new, batch, device):
 
 
 @torch.no_grad()
-@torch.no_grad()
 def greedy(model, prompt, max_new, device):
     """transformers' greedy generate of one prompt: the new tokens and, at each, (top logit, top-2 margin)."""
     ids = torch.tensor([prompt], device=device)
