@@ -105,20 +105,27 @@ def teacher_forced(model, prompt, output, device):
     return rows
 
 
+def equal_before_near_tie(output, wanted, margins, noise):
+    """How many tokens of output equal wanted's before the first position whose exact (top logit, top-2
+    margin) is a near-tie, and the first position that differs before it (None if none does)."""
+    for k, (top, margin) in enumerate(margins[:min(len(output), len(wanted))]):
+        if margin <= bound(top, noise):
+            return k, None
+        if output[k] != wanted[k]:
+            return k, k
+    return min(len(output), len(wanted), len(margins)), None
+
+
 def judge(who, pid, output, exact_greedy, forced, noise, failures):
     """One implementation's output of one prompt against exact arithmetic: the tokens equal to the exact
     greedy output before its first near-tie, the tokens that are not the exact argmax, and the worst
     deficit as a fraction of max(1, |top logit|)."""
     tokens, margins = exact_greedy
-    equal = 0
-    for k, (top, margin) in enumerate(margins[:len(output)]):
-        if margin <= bound(top, noise):
-            break
-        if output[k] != tokens[k]:
-            failures.append(f"{pid}: {who} gives {output[k]} at new token {k}, exact greedy {tokens[k]} (exact "
-                            f"top-2 margin {margin:.4g} > bound {bound(top, noise):.4g})")
-            break
-        equal += 1
+    equal, k = equal_before_near_tie(output, tokens, margins, noise)
+    if k is not None:
+        top, margin = margins[k]
+        failures.append(f"{pid}: {who} gives {output[k]} at new token {k}, exact greedy {tokens[k]} (exact "
+                        f"top-2 margin {margin:.4g} > bound {bound(top, noise):.4g})")
     not_argmax, worst = 0, 0.0
     for k, (best, top, behind, _) in enumerate(forced):
         if output[k] == best:
@@ -193,15 +200,12 @@ def main():
                         f"{len(output)} not the exact argmax, worst {worst:.2%} of |top|")
             if who != "ours":
                 continue
-            m = 0
-            for k, (_, top, _, margin) in enumerate(forced[:len(rec[1]["output_ids"])]):
-                if margin <= bound(top, noise):
-                    break
-                if rec[1]["output_ids"][k] != output[k]:
-                    failures.append(f"{pid}: batch 1 gives {rec[1]['output_ids'][k]} at new token {k}, batch 3 "
-                                    f"{output[k]} (exact margin there {margin:.4g} > bound {bound(top, noise):.4g})")
-                    break
-                m += 1
+            along = [(top, margin) for _, top, _, margin in forced]  # the exact margins along batch 3's output
+            m, k = equal_before_near_tie(rec[1]["output_ids"], output, along, noise)
+            if k is not None:
+                top, margin = along[k]
+                failures.append(f"{pid}: batch 1 gives {rec[1]['output_ids'][k]} at new token {k}, batch 3 "
+                                f"{output[k]} (exact margin there {margin:.4g} > bound {bound(top, noise):.4g})")
             batch_equal += m
             line.append(f"batch 1 = batch 3 for {m}")
         print("; ".join(line))
